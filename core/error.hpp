@@ -1,0 +1,101 @@
+// core/error.hpp — the one exception type of dtrain and the check macros.
+//
+// Every failure is reported as dtrain::Error carrying the call site
+// (file:line), the rank that raised it (when known) and a message. The top
+// level (engine/main.cpp) turns it into a one-line message on stderr and, under
+// MPI, an MPI_Abort so that no rank hangs. Library code never calls exit().
+//
+// Check macros (after LBANN_ERROR / ggml's CUDA_CHECK_GEN):
+//   DT_CHECK(cond, msg...)   a precondition; throws Error with the streamed msg
+//   DT_FAIL(msg...)          throw unconditionally
+//   DT_CHECK_MPI(call)       an MPI call returning MPI_SUCCESS (comm/ includes mpi.h)
+//   DT_CHECK_H5(call)        an HDF5 call returning a negative value on failure
+//   DT_CHECK_CUDA(call)      a CUDA runtime call (layers/cuda)
+// Each message reads "rank R: <file>:<line>: <what>".
+#pragma once
+
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace dtrain {
+
+// Exit codes of the dtrain binary (DESIGN.md §5).
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;  // a runtime failure (I/O, numerics, MPI)
+inline constexpr int kExitUsage = 2;    // bad job file / option / input file layout
+
+class Error : public std::runtime_error {
+ public:
+  // kind: kExitUsage for bad input the user must fix, kExitFailure otherwise.
+  Error(const std::string& what, int exit_code = kExitFailure)
+      : std::runtime_error(what), exit_code_(exit_code) {}
+  int exit_code() const { return exit_code_; }
+
+ private:
+  int exit_code_;
+};
+
+// A bad user input (job key, option, dataset layout): exit code 2.
+class UsageError : public Error {
+ public:
+  explicit UsageError(const std::string& what) : Error(what, kExitUsage) {}
+};
+
+// The rank printed in error messages; -1 until MPI (or the trainer) sets it.
+void set_error_rank(int rank);
+int error_rank();
+
+namespace detail {
+template <typename... Args>
+std::string concat(Args&&... args) {
+  std::ostringstream os;
+  (os << ... << args);
+  return os.str();
+}
+std::string where(const char* file, int line);
+}  // namespace detail
+
+}  // namespace dtrain
+
+#define DT_FAIL(...) \
+  throw ::dtrain::Error(::dtrain::detail::where(__FILE__, __LINE__) + ::dtrain::detail::concat(__VA_ARGS__))
+
+#define DT_CHECK(cond, ...)                                                                   \
+  do {                                                                                        \
+    if (!(cond))                                                                              \
+      throw ::dtrain::Error(::dtrain::detail::where(__FILE__, __LINE__) + "check '" #cond     \
+                            "' failed: " + ::dtrain::detail::concat(__VA_ARGS__));            \
+  } while (0)
+
+// Usage errors are the user's to fix: no source location, exit code 2.
+#define DT_USAGE(...) throw ::dtrain::UsageError(::dtrain::detail::concat(__VA_ARGS__))
+
+#define DT_CHECK_MPI(call)                                                                    \
+  do {                                                                                        \
+    int dt_rc_ = (call);                                                                      \
+    if (dt_rc_ != MPI_SUCCESS) {                                                              \
+      char dt_msg_[MPI_MAX_ERROR_STRING];                                                     \
+      int dt_len_ = 0;                                                                        \
+      MPI_Error_string(dt_rc_, dt_msg_, &dt_len_);                                            \
+      throw ::dtrain::Error(::dtrain::detail::where(__FILE__, __LINE__) + #call " failed: " + \
+                            std::string(dt_msg_, dt_len_));                                   \
+    }                                                                                         \
+  } while (0)
+
+#define DT_CHECK_H5(call, ...)                                                                \
+  ([&]() {                                                                                    \
+    auto dt_rc_ = (call);                                                                     \
+    if (dt_rc_ < 0)                                                                           \
+      throw ::dtrain::Error(::dtrain::detail::where(__FILE__, __LINE__) + #call " failed: " + \
+                            ::dtrain::detail::concat(__VA_ARGS__));                           \
+    return dt_rc_;                                                                            \
+  }())
+
+#define DT_CHECK_CUDA(call)                                                                   \
+  do {                                                                                        \
+    auto dt_rc_ = (call);                                                                     \
+    if (dt_rc_ != cudaSuccess)                                                                \
+      throw ::dtrain::Error(::dtrain::detail::where(__FILE__, __LINE__) + #call " failed: " + \
+                            cudaGetErrorString(dt_rc_));                                      \
+  } while (0)

@@ -1,0 +1,31 @@
+// core/settings.cpp — environment reader (see settings.hpp for the list).
+#include "core/settings.hpp"
+
+#include <cstdlib>
+
+#include "core/error.hpp"
+
+namespace dtrain::settings {
+
+std::optional<std::string> get(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return std::nullopt;
+  return std::string(v);
+}
+
+std::string get_or(const char* name, const std::string& fallback) {
+  auto v = get(name);
+  return v ? *v : fallback;
+}
+
+std::optional<long> get_long(const char* name) {
+  auto v = get(name);
+  if (!v) return std::nullopt;
+  char* end = nullptr;
+  long x = std::strtol(v->c_str(), &end, 10);
+  if (end == v->c_str() || *end != '\0')
+    DT_USAGE("environment variable ", name, "='", *v, "' is not an integer");
+  return x;
+}
+
+}  // namespace dtrain::settings

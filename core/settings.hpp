@@ -1,0 +1,34 @@
+// core/settings.hpp — the one place that reads environment variables.
+//
+// Every environment variable dtrain honours is listed here (after NCCL_PARAM /
+// Horovod's common.h). Nothing else in the tree calls getenv().
+//
+//   DTRAIN_DATA_DIR       default folder of converted datasets (default "data")
+//   DTRAIN_FASHION_DIR    folder with Fashion-MNIST's gzipped IDX files
+//                         (default /usr/share/datasets/fashion-mnist, Debian's
+//                         dataset-fashion-mnist package)
+//   DTRAIN_FAIL_AT_STEP   test only: the trainer throws at this step (with
+//   DTRAIN_FAIL_RANK      DTRAIN_FAIL_RANK, only on that rank; default every rank)
+//   SLURM_NTASKS          checked against the MPI world size (comm/)
+//   SLURM_CPUS_PER_TASK   default loader / compute thread count
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace dtrain::settings {
+
+std::optional<std::string> get(const char* name);           // unset or empty → nullopt
+std::string get_or(const char* name, const std::string& fallback);
+std::optional<long> get_long(const char* name);              // throws Error on a non-number
+
+inline std::string fashion_dir() {
+  return get_or("DTRAIN_FASHION_DIR", "/usr/share/datasets/fashion-mnist");
+}
+inline std::string data_dir() { return get_or("DTRAIN_DATA_DIR", "data"); }
+inline std::optional<long> fail_at_step() { return get_long("DTRAIN_FAIL_AT_STEP"); }
+inline std::optional<long> fail_rank() { return get_long("DTRAIN_FAIL_RANK"); }
+inline std::optional<long> slurm_ntasks() { return get_long("SLURM_NTASKS"); }
+inline std::optional<long> slurm_cpus_per_task() { return get_long("SLURM_CPUS_PER_TASK"); }
+
+}  // namespace dtrain::settings

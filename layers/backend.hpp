@@ -1,0 +1,184 @@
+// layers/backend.hpp — the backend contract (after ggml-backend-impl.h).
+//
+// A backend is a factory of stateful kernels (one per layer instance, holding
+// its primitives, workspaces and saved statistics) plus a few stateless
+// elementwise functions. All pointers are device pointers of the backend's
+// device; all tensors are dense float32 NCHW (2-D tensors are [N, F]).
+//
+// Gradient semantics: every backward call OVERWRITES its outputs (dx, dw, db,
+// dgamma, dbeta). A pointer given as nullptr is not computed (dx of the first
+// layer). Fan-out accumulation is the Net's job (accumulate()).
+//
+// Backends: "reference" (plain loops, layers/cpu/reference*.cpp, the truth the
+// others are tested against), "cpu" (oneDNN + BLAS, layers/cpu/), "cuda"
+// (cuDNN + cuBLAS, layers/cuda/, built when the toolkit is found).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "layers/tensor.hpp"
+
+namespace dtrain::layers {
+
+struct ConvDesc {
+  int n = 1, c = 1, h = 1, w = 1;  // input [N, C, H, W]
+  int k = 1;                       // output channels; weights [K, C/groups, KH, KW]
+  int kh = 1, kw = 1;
+  int stride_h = 1, stride_w = 1;
+  int pad_h = 0, pad_w = 0;        // symmetric zero padding
+  int groups = 1;                  // C and K divisible by groups
+  bool bias = true;                // bias [K]
+  int out_h() const { return (h + 2 * pad_h - kh) / stride_h + 1; }
+  int out_w() const { return (w + 2 * pad_w - kw) / stride_w + 1; }
+};
+
+enum class PoolKind { max, avg };
+
+struct PoolDesc {
+  int n = 1, c = 1, h = 1, w = 1;  // input [N, C, H, W]; output [N, C, OH, OW]
+  int kh = 1, kw = 1;
+  int stride_h = 1, stride_w = 1;
+  int pad_h = 0, pad_w = 0;        // max: padding is -inf; avg: see below
+  PoolKind kind = PoolKind::max;
+  bool avg_include_pad = true;     // avg divides by KH·KW (torch's count_include_pad=True)
+  int out_h() const { return (h + 2 * pad_h - kh) / stride_h + 1; }  // floor mode
+  int out_w() const { return (w + 2 * pad_w - kw) / stride_w + 1; }
+};
+
+// Local response normalisation across channels (Krizhevsky et al. 2012, Caffe's
+// LRN layer, oneDNN lrn_across_channels):
+//   y[n,c,h,w] = x[n,c,h,w] / (k + alpha/size · Σ_{c'∈win(c)} x[n,c',h,w]²)^beta
+// win(c) = [c − (size−1)/2, c + size/2] ∩ [0, C).
+struct LrnDesc {
+  int n = 1, c = 1, h = 1, w = 1;
+  int size = 5;
+  float alpha = 1e-4f, beta = 0.75f, k = 1.0f;
+};
+
+// Batch normalisation over (N, H, W) per channel (Ioffe & Szegedy 2015).
+// Training uses the biased batch variance for normalising; running statistics
+// follow torch: running = (1 − momentum)·running + momentum·batch, with the
+// unbiased (N·H·W − 1) variance.
+struct BatchNormDesc {
+  int n = 1, c = 1, h = 1, w = 1;
+  float eps = 1e-5f;
+  float momentum = 0.1f;
+};
+
+// y = x·Wᵀ + b: x [N, IN], W [OUT, IN] (torch layout), b [OUT], y [N, OUT].
+struct LinearDesc {
+  int n = 1, in = 1, out = 1;
+  bool bias = true;
+};
+
+class ConvKernel {
+ public:
+  virtual ~ConvKernel() = default;
+  // x [N,C,H,W], w [K,C/g,KH,KW], b [K] (nullptr when !bias) → y [N,K,OH,OW]
+  virtual void forward(const float* x, const float* w, const float* b, float* y) = 0;
+  // dy [N,K,OH,OW] → dx [N,C,H,W], dw [K,C/g,KH,KW], db [K]
+  virtual void backward(const float* x, const float* w, const float* dy, float* dx, float* dw,
+                        float* db) = 0;
+};
+
+class PoolKernel {
+ public:
+  virtual ~PoolKernel() = default;
+  virtual void forward(const float* x, float* y) = 0;  // may save argmax for backward
+  // Uses what the last forward() saved; dx [N,C,H,W] overwritten.
+  virtual void backward(const float* x, const float* y, const float* dy, float* dx) = 0;
+};
+
+class LrnKernel {
+ public:
+  virtual ~LrnKernel() = default;
+  virtual void forward(const float* x, float* y) = 0;
+  virtual void backward(const float* x, const float* y, const float* dy, float* dx) = 0;
+};
+
+class BatchNormKernel {
+ public:
+  virtual ~BatchNormKernel() = default;
+  // gamma, beta, running_mean, running_var: [C]. Saves batch mean and 1/σ.
+  virtual void forward_train(const float* x, const float* gamma, const float* beta, float* y,
+                             float* running_mean, float* running_var) = 0;
+  virtual void forward_infer(const float* x, const float* gamma, const float* beta,
+                             const float* running_mean, const float* running_var, float* y) = 0;
+  // Uses the statistics of the last forward_train().
+  virtual void backward(const float* x, const float* dy, const float* gamma, float* dx,
+                        float* dgamma, float* dbeta) = 0;
+};
+
+class LinearKernel {
+ public:
+  virtual ~LinearKernel() = default;
+  virtual void forward(const float* x, const float* w, const float* b, float* y) = 0;
+  virtual void backward(const float* x, const float* w, const float* dy, float* dx, float* dw,
+                        float* db) = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual Device device() const = 0;
+
+  // Storage for `count` floats on the backend's device, zero-filled.
+  virtual std::shared_ptr<float> allocate(size_t count) = 0;
+  virtual void copy(const float* src, float* dst, size_t count) = 0;
+  virtual void fill(float* dst, size_t count, float value) = 0;
+
+  virtual std::unique_ptr<ConvKernel> conv(const ConvDesc& d) = 0;
+  virtual std::unique_ptr<PoolKernel> pool(const PoolDesc& d) = 0;
+  virtual std::unique_ptr<LrnKernel> lrn(const LrnDesc& d) = 0;
+  virtual std::unique_ptr<BatchNormKernel> batch_norm(const BatchNormDesc& d) = 0;
+  virtual std::unique_ptr<LinearKernel> linear(const LinearDesc& d) = 0;
+
+  virtual void relu_forward(const float* x, float* y, size_t count) = 0;
+  // dx = dy where y > 0, else 0.
+  virtual void relu_backward(const float* y, const float* dy, float* dx, size_t count) = 0;
+  virtual void add(const float* a, const float* b, float* y, size_t count) = 0;  // y = a + b
+  virtual void accumulate(const float* x, float* y, size_t count) = 0;         // y += x
+  // Inverted dropout: mask[i] = keep(i) ? 1/(1−p) : 0, keep(i) ⇔ u(seed, i) ≥ p with
+  // u = dropout_uniform() below (identical on every backend); y = x · mask.
+  virtual void dropout_forward(const float* x, float* y, float* mask, size_t count, float p,
+                               uint64_t seed) = 0;
+  virtual void dropout_backward(const float* mask, const float* dy, float* dx, size_t count) = 0;
+
+  // Softmax cross-entropy over logits [N, K] and labels [N] (int32 in [0, K)).
+  // Writes probs [N, K]; returns the SUM over the N samples of −log p[label]
+  // and stores in *correct the number of samples whose argmax equals the label.
+  virtual double softmax_xent_forward(const float* logits, const int32_t* labels, int n, int k,
+                                      float* probs, int64_t* correct) = 0;
+  // dlogits = (probs − onehot(label)) · scale   (scale = 1 / global minibatch)
+  virtual void softmax_xent_backward(const float* probs, const int32_t* labels, int n, int k,
+                                     float scale, float* dlogits) = 0;
+
+  // SGD with momentum and weight decay over a flat range (torch.optim.SGD):
+  //   g = grad + wd·param;  mom = momentum·mom + g;  param −= lr·mom
+  virtual void sgd_update(float* param, const float* grad, float* mom, size_t count, float lr,
+                          float momentum, float weight_decay) = 0;
+};
+
+// Counter-based uniform in [0, 1) from (seed, index): splitmix64, top 24 bits.
+inline float dropout_uniform(uint64_t seed, uint64_t index) {
+  uint64_t z = seed + 0x9E3779B97F4A7C15ull * (index + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return static_cast<float>(z >> 40) * (1.0f / 16777216.0f);
+}
+
+// The ordered list of backends: "reference", "cpu", "cuda" (when compiled in).
+// Throws UsageError naming the backend when it is unknown or not built.
+std::unique_ptr<Backend> make_backend(const std::string& name);
+std::vector<std::string> available_backends();
+
+// Threads used by the CPU kernels (OpenMP for oneDNN, OpenBLAS's own pool).
+void set_cpu_threads(int threads);
+
+}  // namespace dtrain::layers
