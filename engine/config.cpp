@@ -1,1 +1,142 @@
-// placeholder: being written
+// engine/config.cpp — job file + command line → TrainConfig.
+#include "engine/config.hpp"
+
+#include <boost/program_options.hpp>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/error.hpp"
+
+namespace po = boost::program_options;
+
+namespace dtrain::engine {
+
+namespace {
+
+// Comma-separated floats ("0.2860,0.3530") for per-channel statistics.
+std::vector<float> parse_floats(const std::string& key, const std::string& s) {
+  std::vector<float> v;
+  if (s.empty()) return v;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    try {
+      size_t used = 0;
+      v.push_back(std::stof(item, &used));
+      if (used != item.size()) throw std::invalid_argument(item);
+    } catch (const std::exception&) {
+      DT_USAGE("option '", key, "': '", s, "' is not a comma-separated list of numbers");
+    }
+  }
+  return v;
+}
+
+struct Options {
+  po::options_description desc{"dtrain train options (job-file keys are the same names)"};
+  std::string mean, std;
+  Options(TrainConfig& c) {
+    desc.add_options()
+      ("help,h", "this help")
+      ("job", po::value(&c.job), "job file (INI: key = value, keys as below)")
+      ("model", po::value(&c.model)->default_value(c.model), "lenet5 | resnet20 | alexnet | alexnet-owt | resnet18 | resnet50")
+      ("train-data", po::value(&c.train_data), "training set, HDF5 (/images uint8 [N,H,W,C], /labels int32 [N])")
+      ("test-data", po::value(&c.test_data), "test set, HDF5; scored after every epoch")
+      ("device", po::value(&c.device)->default_value(c.device), "cpu | cuda")
+      ("reference-kernels", po::value(&c.reference_kernels)->default_value(c.reference_kernels), "use the plain-loop reference kernels (slow; for debugging)")
+      ("threads", po::value(&c.threads)->default_value(c.threads), "compute threads per rank (0: SLURM_CPUS_PER_TASK, else cores / ranks)")
+      ("minibatch", po::value(&c.minibatch)->default_value(c.minibatch), "images per worker per step")
+      ("eval-minibatch", po::value(&c.eval_minibatch)->default_value(c.eval_minibatch), "images per evaluation batch (0: minibatch)")
+      ("epochs", po::value(&c.epochs)->default_value(c.epochs), "passes over the training set")
+      ("max-steps", po::value(&c.max_steps)->default_value(c.max_steps), "stop after this many steps (0: no limit)")
+      ("max-train-samples", po::value(&c.max_train_samples)->default_value(c.max_train_samples), "train on the first N samples only (0: all)")
+      ("max-test-samples", po::value(&c.max_test_samples)->default_value(c.max_test_samples), "score the first N test samples only (0: all)")
+      ("seed", po::value(&c.seed)->default_value(c.seed), "seed of initialisation, shuffling and dropout")
+      ("lr", po::value(&c.lr)->default_value(c.lr), "base learning rate")
+      ("lr-schedule", po::value(&c.lr_schedule)->default_value(c.lr_schedule), "constant | step | cosine")
+      ("warmup-epochs", po::value(&c.warmup_epochs)->default_value(c.warmup_epochs), "linear warm-up from 0.1·lr (Goyal et al. 2017)")
+      ("lr-step-epochs", po::value(&c.lr_step_epochs)->default_value(c.lr_step_epochs), "step schedule: multiply by lr-gamma every this many epochs")
+      ("lr-gamma", po::value(&c.lr_gamma)->default_value(c.lr_gamma), "step schedule factor")
+      ("momentum", po::value(&c.momentum)->default_value(c.momentum), "SGD momentum")
+      ("weight-decay", po::value(&c.weight_decay)->default_value(c.weight_decay), "L2 weight decay")
+      ("decay-bias-bn", po::value(&c.decay_bias_bn)->default_value(c.decay_bias_bn), "apply weight decay to biases and batch-norm parameters too")
+      ("dropout", po::value(&c.dropout)->default_value(c.dropout), "dropout probability (AlexNet variants)")
+      ("mean", po::value(&mean), "per-channel mean of pixel/255, comma-separated")
+      ("std", po::value(&std), "per-channel standard deviation of pixel/255, comma-separated")
+      ("metrics", po::value(&c.metrics), "JSON Lines metrics file (rank 0)")
+      ("log-interval", po::value(&c.log_interval)->default_value(c.log_interval), "steps between metric lines")
+      ("save-params", po::value(&c.save_params), "write the final parameters to this HDF5 file");
+  }
+};
+
+[[noreturn]] void rethrow_usage(const po::error& e, const std::string& where) {
+  DT_USAGE(where, e.what());
+}
+
+void validate(TrainConfig& c) {
+  auto need = [](bool ok, const char* key, auto&&... why) {
+    if (!ok) DT_USAGE("option '", key, "': ", why...);
+  };
+  need(!c.train_data.empty(), "train-data", "is required (an HDF5 dataset; see `dtrain data`)");
+  need(c.device == "cpu" || c.device == "cuda", "device", "'", c.device, "' is not cpu or cuda");
+  need(c.minibatch > 0, "minibatch", "must be > 0, got ", c.minibatch);
+  need(c.eval_minibatch >= 0, "eval-minibatch", "must be >= 0, got ", c.eval_minibatch);
+  need(c.epochs > 0, "epochs", "must be > 0, got ", c.epochs);
+  need(c.max_steps >= 0, "max-steps", "must be >= 0");
+  need(c.max_train_samples >= 0, "max-train-samples", "must be >= 0");
+  need(c.max_test_samples >= 0, "max-test-samples", "must be >= 0");
+  need(c.threads >= 0, "threads", "must be >= 0, got ", c.threads);
+  need(c.lr > 0.0f, "lr", "must be > 0, got ", c.lr);
+  need(c.momentum >= 0.0f && c.momentum < 1.0f, "momentum", "must be in [0, 1), got ", c.momentum);
+  need(c.weight_decay >= 0.0f, "weight-decay", "must be >= 0, got ", c.weight_decay);
+  need(c.dropout >= 0.0f && c.dropout < 1.0f, "dropout", "must be in [0, 1), got ", c.dropout);
+  need(c.warmup_epochs >= 0.0f, "warmup-epochs", "must be >= 0");
+  need(c.lr_schedule == "constant" || c.lr_schedule == "step" || c.lr_schedule == "cosine",
+       "lr-schedule", "'", c.lr_schedule, "' is not constant, step or cosine");
+  need(c.lr_schedule != "step" || c.lr_step_epochs > 0.0f, "lr-step-epochs", "must be > 0 with lr-schedule = step");
+  need(c.log_interval > 0, "log-interval", "must be > 0, got ", c.log_interval);
+  for (float s : c.std) need(s > 0.0f, "std", "every value must be > 0");
+}
+
+}  // namespace
+
+std::string train_help() {
+  TrainConfig c;
+  Options o(c);
+  std::ostringstream os;
+  os << "usage: dtrain train --job FILE [--key value ...]\n\n" << o.desc;
+  return os.str();
+}
+
+bool parse_train_args(const std::vector<std::string>& args, TrainConfig& cfg) {
+  Options o(cfg);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(o.desc).run(), vm);
+  } catch (const po::error& e) {
+    rethrow_usage(e, "command line: ");
+  }
+  if (vm.count("help")) return false;
+  if (vm.count("job")) {
+    std::string path = vm["job"].as<std::string>();
+    std::ifstream in(path);
+    if (!in) DT_USAGE("job file '", path, "' cannot be opened");
+    try {
+      // Values already on the command line are kept: the command line wins.
+      po::store(po::parse_config_file(in, o.desc, /*allow_unregistered=*/false), vm);
+    } catch (const po::error& e) {
+      rethrow_usage(e, "job file '" + path + "': ");
+    }
+  }
+  try {
+    po::notify(vm);
+  } catch (const po::error& e) {
+    rethrow_usage(e, "");
+  }
+  cfg.mean = parse_floats("mean", o.mean);
+  cfg.std = parse_floats("std", o.std);
+  validate(cfg);
+  return true;
+}
+
+}  // namespace dtrain::engine

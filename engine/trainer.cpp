@@ -1,1 +1,237 @@
-// placeholder: being written
+// engine/trainer.cpp — the training loop.
+#include "engine/trainer.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <thread>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "core/settings.hpp"
+#include "engine/metrics.hpp"
+#include "io/batch.hpp"
+#include "io/float_arrays.hpp"
+#include "io/hdf5_dataset.hpp"
+#include "io/sampler.hpp"
+#include "layers/backend.hpp"
+#include "layers/models.hpp"
+#include "layers/sgd.hpp"
+
+namespace dtrain::engine {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+int choose_threads(const TrainConfig& cfg, int ranks_here) {
+  if (cfg.threads > 0) return cfg.threads;
+  if (auto c = settings::slurm_cpus_per_task(); c && *c > 0) return static_cast<int>(*c);
+  int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(1, hw / std::max(1, ranks_here));
+}
+
+// Checks that a dataset fits the model's input and class count.
+void check_fits(const io::Hdf5Dataset& d, const layers::Shape& in, int classes, const char* key) {
+  if (d.channels() != in.c() || d.height() != in.h() || d.width() != in.w())
+    DT_USAGE("option '", key, "': ", d.path(), ": images are ", d.height(), "×", d.width(), "×",
+             d.channels(), " (H×W×C) but the model expects ", in.h(), "×", in.w(), "×", in.c());
+  if (d.classes() > classes)
+    DT_USAGE("option '", key, "': ", d.path(), " has ", d.classes(), " classes but the model outputs ", classes);
+}
+
+struct Evaluation {
+  double loss = 0, accuracy = 0;
+};
+
+Evaluation evaluate(layers::Net& net, layers::Backend& backend, const io::Hdf5Dataset& test,
+                    const TrainConfig& cfg, int rank, int world) {
+  int64_t n = test.n();
+  if (cfg.max_test_samples > 0) n = std::min(n, cfg.max_test_samples);
+  auto [begin, end] = io::eval_shard(n, world, rank);
+  const int eb = cfg.eval_minibatch > 0 ? cfg.eval_minibatch : cfg.minibatch;
+  const layers::Shape in = net.input_shape();
+  const int k = static_cast<int>(net.output_shape().c());
+  std::vector<uint8_t> raw(static_cast<size_t>(eb * test.sample_bytes()));
+  layers::Tensor x(layers::Shape(eb, in.c(), in.h(), in.w()));
+  layers::Tensor probs(layers::Shape::flat(eb, k));
+  double loss_sum = 0;
+  int64_t correct = 0;
+  for (int64_t i = begin; i < end; i += eb) {
+    int64_t b = std::min<int64_t>(eb, end - i);
+    test.read_range(i, b, raw.data());
+    io::normalize_to_nchw(raw.data(), b, in.h(), in.w(), in.c(), cfg.mean, cfg.std, x.data());
+    layers::Tensor xb = layers::Tensor::view(x.data(), layers::Shape(b, in.c(), in.h(), in.w()));
+    const layers::Tensor& logits = net.forward(xb, /*train=*/false);
+    int64_t c = 0;
+    loss_sum += backend.softmax_xent_forward(logits.data(), test.labels().data() + i, static_cast<int>(b), k,
+                                             probs.data(), &c);
+    correct += c;
+  }
+  // (With several workers the sums are reduced across ranks by the exchange.)
+  Evaluation e;
+  e.loss = n > 0 ? loss_sum / static_cast<double>(n) : 0.0;
+  e.accuracy = n > 0 ? static_cast<double>(correct) / static_cast<double>(n) : 0.0;
+  return e;
+}
+
+}  // namespace
+
+TrainResult train(const TrainConfig& cfg, int rank, int world) {
+  DT_CHECK(world == 1, "multi-rank training needs the exchange (comm/)");
+  const int threads = choose_threads(cfg, world);
+  layers::set_cpu_threads(threads);
+
+  std::unique_ptr<layers::Backend> backend =
+      layers::make_backend(cfg.device == "cuda" ? "cuda" : (cfg.reference_kernels ? "reference" : "cpu"));
+
+  // Datasets are validated before any work (DESIGN.md §5): bad files are UsageErrors.
+  io::Hdf5Dataset train_set(cfg.train_data);
+  std::unique_ptr<io::Hdf5Dataset> test_set;
+  if (!cfg.test_data.empty()) test_set = std::make_unique<io::Hdf5Dataset>(cfg.test_data);
+
+  layers::ModelOptions mo;
+  mo.minibatch = cfg.minibatch;
+  mo.classes = std::max(train_set.classes(), test_set ? test_set->classes() : 0);
+  mo.dropout = cfg.dropout;
+  layers::Net net = layers::make_model(cfg.model, mo);
+  const layers::Shape in = net.input_shape();
+  const int k = static_cast<int>(net.output_shape().c());
+  check_fits(train_set, in, k, "train-data");
+  if (test_set) check_fits(*test_set, in, k, "test-data");
+  if (!cfg.mean.empty() && static_cast<int64_t>(cfg.mean.size()) != in.c())
+    DT_USAGE("option 'mean': ", cfg.mean.size(), " values for ", in.c(), " channels");
+  if (!cfg.std.empty() && static_cast<int64_t>(cfg.std.size()) != in.c())
+    DT_USAGE("option 'std': ", cfg.std.size(), " values for ", in.c(), " channels");
+
+  net.finalize(*backend, cfg.seed);
+
+  int64_t n_train = train_set.n();
+  if (cfg.max_train_samples > 0) n_train = std::min(n_train, cfg.max_train_samples);
+  io::Sampler sampler(n_train, world, rank, cfg.minibatch, cfg.seed);
+  const int64_t spe = sampler.steps_per_epoch();
+  const int64_t global_batch = static_cast<int64_t>(cfg.minibatch) * world;
+
+  layers::LrSchedule sched;
+  sched.kind = layers::LrSchedule::parse_kind(cfg.lr_schedule);
+  sched.base_lr = cfg.lr;
+  sched.warmup_steps = static_cast<int64_t>(std::llround(cfg.warmup_epochs * static_cast<double>(spe)));
+  sched.step_size = static_cast<int64_t>(std::llround(cfg.lr_step_epochs * static_cast<double>(spe)));
+  sched.gamma = cfg.lr_gamma;
+  sched.total_steps = spe * cfg.epochs;
+  if (cfg.max_steps > 0) sched.total_steps = std::min(sched.total_steps, cfg.max_steps);
+
+  layers::SgdOptions so;
+  so.momentum = cfg.momentum;
+  so.weight_decay = cfg.weight_decay;
+  so.decay_bias_bn = cfg.decay_bias_bn;
+  layers::Sgd sgd(*backend, so, net.param_ranges(), net.num_params());
+
+  MetricsWriter metrics(rank == 0 ? cfg.metrics : std::string());
+  if (rank == 0)
+    log::info("dtrain: model ", cfg.model, " (", net.num_params(), " parameters), ", n_train,
+              " training samples, minibatch ", cfg.minibatch, " × ", world, " worker(s), ", spe,
+              " steps/epoch, ", threads, " thread(s), backend ", backend->name());
+
+  const int b = cfg.minibatch;
+  std::vector<uint8_t> raw(static_cast<size_t>(b * train_set.sample_bytes()));
+  std::vector<int32_t> labels(static_cast<size_t>(b));
+  layers::Tensor x(layers::Shape(b, in.c(), in.h(), in.w()));
+  layers::Tensor probs(layers::Shape::flat(b, k)), dlogits(layers::Shape::flat(b, k));
+  const float loss_scale = 1.0f / static_cast<float>(global_batch);
+  const auto fail_at = settings::fail_at_step();
+  const auto fail_rank = settings::fail_rank();
+
+  TrainResult result;
+  int64_t step = 0;
+  double interval_loss = 0, t_compute = 0, t_io = 0;
+  int interval_steps = 0;
+  auto interval_start = Clock::now();
+  const auto run_start = Clock::now();
+  bool stop = false;
+  for (int epoch = 0; epoch < cfg.epochs && !stop; ++epoch) {
+    const auto epoch_start = Clock::now();
+    for (int64_t s = 0; s < spe; ++s) {
+      if (fail_at && *fail_at == step && (!fail_rank || *fail_rank == rank))
+        DT_FAIL("injected failure at step ", step, " (DTRAIN_FAIL_AT_STEP)");
+      auto t0 = Clock::now();
+      std::vector<int64_t> idx = sampler.batch(epoch, s);
+      train_set.read_images(idx, raw.data());
+      for (int i = 0; i < b; ++i) labels[static_cast<size_t>(i)] = train_set.labels()[static_cast<size_t>(idx[static_cast<size_t>(i)])];
+      io::normalize_to_nchw(raw.data(), b, in.h(), in.w(), in.c(), cfg.mean, cfg.std, x.data());
+      auto t1 = Clock::now();
+
+      const float lr = sched.at(step);
+      net.set_step_seed(cfg.seed * 1000003ull + static_cast<uint64_t>(step));
+      const layers::Tensor& logits = net.forward(x, /*train=*/true);
+      int64_t correct = 0;
+      double loss_sum = backend->softmax_xent_forward(logits.data(), labels.data(), b, k, probs.data(), &correct);
+      backend->softmax_xent_backward(probs.data(), labels.data(), b, k, loss_scale, dlogits.data());
+      net.backward(dlogits);
+      sgd.step(net.params().data(), net.grads().data(), lr);
+      auto t2 = Clock::now();
+
+      double loss = loss_sum / b;
+      if (!std::isfinite(loss))
+        DT_FAIL("training loss is ", loss, " at step ", step, " (epoch ", epoch, ", lr ", lr,
+                "): diverged; lower --lr or check the data");
+      t_io += std::chrono::duration<double>(t1 - t0).count();
+      t_compute += std::chrono::duration<double>(t2 - t1).count();
+      interval_loss += loss;
+      ++interval_steps;
+      ++step;
+      if (interval_steps == cfg.log_interval || s == spe - 1) {
+        double dt = seconds_since(interval_start);
+        double ips = static_cast<double>(interval_steps * global_batch) / dt;
+        result.last_loss = interval_loss / interval_steps;
+        if (rank == 0) {
+          metrics.write({{"kind", "step"}, {"step", step}, {"epoch", epoch}, {"loss", result.last_loss},
+                         {"lr", lr}, {"images_per_s", ips}, {"t_compute_s", t_compute / interval_steps},
+                         {"t_comm_s", 0.0}, {"t_io_wait_s", t_io / interval_steps}});
+          std::printf("epoch %d step %lld/%lld loss %.4f lr %.4g %.0f img/s (T_C %.2f ms, io %.2f ms)\n",
+                      epoch + 1, static_cast<long long>(s + 1), static_cast<long long>(spe), result.last_loss,
+                      lr, ips, 1e3 * t_compute / interval_steps, 1e3 * t_io / interval_steps);
+          std::fflush(stdout);
+        }
+        interval_loss = t_compute = t_io = 0;
+        interval_steps = 0;
+        interval_start = Clock::now();
+      }
+      if (cfg.max_steps > 0 && step >= cfg.max_steps) {
+        stop = true;
+        break;
+      }
+    }
+    result.epochs = epoch + 1;
+    double epoch_time = seconds_since(epoch_start);
+    if (test_set) {
+      Evaluation e = evaluate(net, *backend, *test_set, cfg, rank, world);
+      result.test_loss = e.loss;
+      result.test_accuracy = e.accuracy;
+      if (rank == 0) {
+        metrics.write({{"kind", "epoch"}, {"epoch", epoch}, {"step", step}, {"test_loss", e.loss},
+                       {"test_accuracy", e.accuracy}, {"epoch_time_s", epoch_time}});
+        std::printf("epoch %d done in %.1f s: test accuracy %.2f%% test loss %.4f\n", epoch + 1, epoch_time,
+                    100.0 * e.accuracy, e.loss);
+        std::fflush(stdout);
+      }
+    }
+    interval_start = Clock::now();  // evaluation is not training time
+  }
+  result.steps = step;
+  result.seconds = seconds_since(run_start);
+  result.images_per_s = static_cast<double>(step * global_batch) / result.seconds;
+
+  if (!cfg.save_params.empty() && rank == 0) {
+    io::save_float_arrays(cfg.save_params,
+                          {{"params", {net.params().data(), net.num_params()}},
+                           {"buffers", {net.buffers().data(), static_cast<size_t>(net.buffers().numel())}}});
+  }
+  return result;
+}
+
+}  // namespace dtrain::engine

@@ -1,1 +1,68 @@
-// placeholder: being written
+// layers/sgd.cpp — SGD and learning-rate schedules.
+#include "layers/sgd.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.hpp"
+
+namespace dtrain::layers {
+
+float LrSchedule::at(int64_t step) const {
+  if (warmup_steps > 0 && step < warmup_steps) {
+    double f = warmup_start + (1.0 - warmup_start) * static_cast<double>(step) / static_cast<double>(warmup_steps);
+    return static_cast<float>(base_lr * f);
+  }
+  switch (kind) {
+    case Kind::constant:
+      return base_lr;
+    case Kind::step: {
+      if (step_size <= 0) return base_lr;
+      return static_cast<float>(base_lr * std::pow(static_cast<double>(gamma), static_cast<double>(step / step_size)));
+    }
+    case Kind::cosine: {
+      int64_t span = std::max<int64_t>(1, total_steps - warmup_steps);
+      double t = std::clamp(static_cast<double>(step - warmup_steps) / static_cast<double>(span), 0.0, 1.0);
+      return static_cast<float>(min_lr + 0.5 * (base_lr - min_lr) * (1.0 + std::cos(M_PI * t)));
+    }
+  }
+  return base_lr;
+}
+
+LrSchedule::Kind LrSchedule::parse_kind(const std::string& s) {
+  if (s == "constant") return Kind::constant;
+  if (s == "step") return Kind::step;
+  if (s == "cosine") return Kind::cosine;
+  DT_USAGE("lr-schedule: unknown schedule '", s, "' (constant, step, cosine)");
+}
+
+float linear_scaled_lr(float base_lr, int base_batch, int global_batch) {
+  DT_CHECK(base_batch > 0 && global_batch > 0, "batch sizes must be positive");
+  return base_lr * static_cast<float>(global_batch) / static_cast<float>(base_batch);
+}
+
+Sgd::Sgd(Backend& backend, SgdOptions o, std::vector<ParamRange> ranges, size_t arena_count)
+    : backend_(backend), o_(o), ranges_(std::move(ranges)), count_(arena_count) {
+  mom_ = backend_.allocate(std::max<size_t>(count_, 1));
+  std::sort(ranges_.begin(), ranges_.end(), [](auto& a, auto& b) { return a.offset < b.offset; });
+}
+
+void Sgd::step(float* params, const float* grads, float lr, size_t begin, size_t end) {
+  DT_CHECK(begin <= end && end <= count_, "SGD range [", begin, ", ", end, ") outside the arena of ", count_);
+  if (o_.decay_bias_bn || o_.weight_decay == 0.0f) {
+    backend_.sgd_update(params + begin, grads + begin, mom_.get() + begin, end - begin, lr,
+                        o_.momentum, o_.weight_decay);
+    return;
+  }
+  // Walk the parameter ranges that overlap [begin, end), merging runs with equal decay.
+  size_t pos = begin;
+  for (const auto& r : ranges_) {
+    size_t lo = std::max(pos, r.offset), hi = std::min(end, r.offset + r.count);
+    if (lo >= hi) continue;
+    float wd = r.no_decay ? 0.0f : o_.weight_decay;
+    backend_.sgd_update(params + lo, grads + lo, mom_.get() + lo, hi - lo, lr, o_.momentum, wd);
+    pos = hi;
+  }
+}
+
+}  // namespace dtrain::layers

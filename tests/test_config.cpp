@@ -1,1 +1,69 @@
-// placeholder: being written
+// tests/test_config.cpp — job file + command line parsing and its errors.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.hpp"
+#include "engine/config.hpp"
+
+using dtrain::engine::TrainConfig;
+using dtrain::engine::parse_train_args;
+
+namespace {
+std::string write_job(const std::string& name, const std::string& text) {
+  auto p = std::filesystem::temp_directory_path() / ("dtrain_test_" + std::to_string(::getpid()) + "_" + name);
+  std::ofstream(p) << text;
+  return p.string();
+}
+std::string usage_message(const std::vector<std::string>& args) {
+  TrainConfig c;
+  try {
+    parse_train_args(args, c);
+  } catch (const dtrain::UsageError& e) {
+    REQUIRE(e.exit_code() == 2);
+    return e.what();
+  }
+  FAIL("no UsageError for the arguments");
+  return "";
+}
+}  // namespace
+
+TEST_CASE("job file values, command-line overrides", "[config]") {
+  std::string job = write_job("ok.ini",
+                              "# a comment\nmodel = resnet20\ntrain-data = a.h5\ntest-data = b.h5\n"
+                              "minibatch = 32\nlr = 0.05\nmean = 0.5\nstd = 0.25\nweight-decay = 5e-4\n"
+                              "decay-bias-bn = false\nlr-schedule = cosine\n");
+  TrainConfig c;
+  REQUIRE(parse_train_args({"--job", job, "--minibatch", "16"}, c));
+  CHECK(c.model == "resnet20");
+  CHECK(c.train_data == "a.h5");
+  CHECK(c.minibatch == 16);  // the command line wins
+  CHECK(c.lr == Approx(0.05f));
+  CHECK(c.mean == std::vector<float>{0.5f});
+  CHECK(c.std == std::vector<float>{0.25f});
+  CHECK(c.weight_decay == Approx(5e-4f));
+  CHECK_FALSE(c.decay_bias_bn);
+  CHECK(c.lr_schedule == "cosine");
+  CHECK(c.epochs == 10);  // default
+}
+
+TEST_CASE("bad jobs are usage errors naming the key", "[config]") {
+  std::string unknown = write_job("unknown.ini", "train-data = a.h5\nminibath = 3\n");
+  std::string m = usage_message({"--job", unknown});
+  CHECK_THAT(m, Catch::Contains("minibath"));
+  CHECK_THAT(m, Catch::Contains(unknown));
+
+  std::string bad = write_job("bad.ini", "train-data = a.h5\nminibatch = many\n");
+  CHECK_THAT(usage_message({"--job", bad}), Catch::Contains("minibatch"));
+
+  CHECK_THAT(usage_message({"--train-data", "a.h5", "--minibatch", "0"}), Catch::Contains("minibatch"));
+  CHECK_THAT(usage_message({"--train-data", "a.h5", "--lr", "-1"}), Catch::Contains("'lr'"));
+  CHECK_THAT(usage_message({"--train-data", "a.h5", "--momentum", "1.5"}), Catch::Contains("momentum"));
+  CHECK_THAT(usage_message({"--train-data", "a.h5", "--device", "tpu"}), Catch::Contains("device"));
+  CHECK_THAT(usage_message({"--train-data", "a.h5", "--lr-schedule", "linear"}), Catch::Contains("lr-schedule"));
+  CHECK_THAT(usage_message({"--train-data", "a.h5", "--mean", "0.1,x"}), Catch::Contains("mean"));
+  CHECK_THAT(usage_message({"--minibatch", "8"}), Catch::Contains("train-data"));
+  CHECK_THAT(usage_message({"--train-data", "a.h5", "--no-such-option", "1"}), Catch::Contains("no-such-option"));
+  CHECK_THAT(usage_message({"--job", "/nonexistent/job.ini"}), Catch::Contains("/nonexistent/job.ini"));
+}

@@ -1,1 +1,73 @@
-// placeholder: being written
+// tests/test_sgd.cpp — SGD update, weight-decay exclusions, LR schedules, scaling rule.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "layers/cpu/reference.hpp"
+#include "layers/sgd.hpp"
+
+using namespace dtrain::layers;
+
+TEST_CASE("SGD with momentum and weight decay matches hand arithmetic", "[sgd]") {
+  auto be = make_reference_backend();
+  // One range, p = 1, g = 0.5, wd = 0.1, momentum 0.9, lr 0.1.
+  std::vector<ParamRange> ranges{{"w", 0, 1, false}};
+  Sgd sgd(*be, {0.9f, 0.1f, true}, ranges, 1);
+  float p = 1.0f, g = 0.5f;
+  sgd.step(&p, &g, 0.1f);
+  // g' = 0.5 + 0.1·1 = 0.6; v = 0.6; p = 1 − 0.06 = 0.94
+  REQUIRE(p == Approx(0.94f).epsilon(1e-6));
+  sgd.step(&p, &g, 0.1f);
+  // g' = 0.5 + 0.094 = 0.594; v = 0.9·0.6 + 0.594 = 1.134; p = 0.94 − 0.1134 = 0.8266
+  REQUIRE(p == Approx(0.8266f).epsilon(1e-5));
+  REQUIRE(sgd.momentum_state()[0] == Approx(1.134f).epsilon(1e-5));
+}
+
+TEST_CASE("weight decay skips biases and BN parameters when asked", "[sgd]") {
+  auto be = make_reference_backend();
+  std::vector<ParamRange> ranges{{"w", 0, 2, false}, {"b", 2, 2, true}};
+  Sgd sgd(*be, {0.0f, 1.0f, /*decay_bias_bn=*/false}, ranges, 4);
+  float p[4] = {1, 1, 1, 1}, g[4] = {0, 0, 0, 0};
+  sgd.step(p, g, 0.5f);
+  REQUIRE(p[0] == Approx(0.5f));  // decayed: 1 − 0.5·(0 + 1·1)
+  REQUIRE(p[1] == Approx(0.5f));
+  REQUIRE(p[2] == 1.0f);  // bias: no decay, zero gradient
+  REQUIRE(p[3] == 1.0f);
+  // A partial range [1, 3) straddles both.
+  Sgd sgd2(*be, {0.0f, 1.0f, false}, ranges, 4);
+  float q[4] = {1, 1, 1, 1};
+  sgd2.step(q, g, 0.5f, 1, 3);
+  REQUIRE(q[0] == 1.0f);
+  REQUIRE(q[1] == Approx(0.5f));
+  REQUIRE(q[2] == 1.0f);
+}
+
+TEST_CASE("learning-rate schedules", "[sgd]") {
+  LrSchedule s;
+  s.base_lr = 0.1f;
+  s.warmup_steps = 10;
+  s.warmup_start = 0.1f;
+  REQUIRE(s.at(0) == Approx(0.01f));
+  REQUIRE(s.at(5) == Approx(0.1f * (0.1 + 0.9 * 0.5)));
+  REQUIRE(s.at(10) == Approx(0.1f));
+  s.kind = LrSchedule::Kind::step;
+  s.warmup_steps = 0;
+  s.step_size = 30;
+  s.gamma = 0.1f;
+  REQUIRE(s.at(29) == Approx(0.1f));
+  REQUIRE(s.at(30) == Approx(0.01f));
+  REQUIRE(s.at(65) == Approx(0.001f));
+  s.kind = LrSchedule::Kind::cosine;
+  s.total_steps = 100;
+  REQUIRE(s.at(0) == Approx(0.1f));
+  REQUIRE(s.at(50) == Approx(0.05f));
+  REQUIRE(s.at(100) == Approx(0.0f).margin(1e-7));
+  REQUIRE(s.at(25) == Approx(0.05 * (1 + std::cos(M_PI / 4))));
+  REQUIRE_THROWS_AS(LrSchedule::parse_kind("linear"), dtrain::UsageError);
+}
+
+TEST_CASE("linear scaling rule", "[sgd]") {
+  // Goyal et al.: lr 0.1 for batch 256 → 3.2 for batch 8192.
+  REQUIRE(linear_scaled_lr(0.1f, 256, 8192) == Approx(3.2f));
+  REQUIRE(linear_scaled_lr(0.01f, 64, 16) == Approx(0.0025f));
+}

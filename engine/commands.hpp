@@ -1,0 +1,18 @@
+// engine/commands.hpp — the dtrain subcommands (DESIGN.md §5):
+//   dtrain train  --job FILE [--key value ...]
+//   dtrain data   fashion-mnist --out DIR [--src DIR]
+//   dtrain model  --name NAME [--minibatch N]
+// Each returns the process exit code and throws dtrain::Error on failure.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace dtrain::engine {
+
+int cmd_train(const std::vector<std::string>& args);
+int cmd_data(const std::vector<std::string>& args);
+int cmd_model(const std::vector<std::string>& args);
+std::string usage();
+
+}  // namespace dtrain::engine

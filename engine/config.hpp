@@ -1,0 +1,55 @@
+// engine/config.hpp — the training job: Boost.Program_options over a job file
+// (INI, keys = long option names) plus command-line overrides.
+//
+// The command line wins over the job file. An unknown key, a bad value or an
+// impossible combination throws UsageError naming the key (and the job file),
+// which the front end turns into exit code 2 before any work starts.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dtrain::engine {
+
+struct TrainConfig {
+  std::string job;           // the job file it came from ("" = command line only)
+  std::string model = "lenet5";
+  std::string train_data;    // HDF5, DESIGN.md §5
+  std::string test_data;     // HDF5; "" = no evaluation
+  std::string device = "cpu";  // cpu | cuda
+  bool reference_kernels = false;  // cpu: the plain-loop reference backend (debugging)
+  int threads = 0;           // compute threads per rank; 0 = SLURM_CPUS_PER_TASK or all cores / ranks
+
+  int minibatch = 64;        // per worker, images
+  int eval_minibatch = 0;    // 0 = minibatch
+  int epochs = 10;
+  int64_t max_steps = 0;     // stop after this many steps (0 = no limit)
+  int64_t max_train_samples = 0;  // use only the first N training samples (0 = all)
+  int64_t max_test_samples = 0;   // score only the first N test samples (0 = all)
+  uint64_t seed = 1;
+
+  float lr = 0.01f;
+  std::string lr_schedule = "constant";  // constant | step | cosine
+  float warmup_epochs = 0.0f;
+  float lr_step_epochs = 0.0f;  // step schedule: decay every this many epochs
+  float lr_gamma = 0.1f;
+  float momentum = 0.9f;
+  float weight_decay = 0.0f;
+  bool decay_bias_bn = true;
+  float dropout = 0.5f;
+
+  std::vector<float> mean;   // per channel, on pixel/255 (empty = 0)
+  std::vector<float> std;    // per channel (empty = 1)
+
+  std::string metrics;       // JSONL path ("" = none)
+  int log_interval = 50;     // steps between metric lines
+  std::string save_params;   // HDF5 with /params and /buffers at the end ("" = none)
+};
+
+// argv: the arguments after "train". Throws UsageError (exit 2) on a bad job.
+// Returns false when --help was printed.
+bool parse_train_args(const std::vector<std::string>& args, TrainConfig& cfg);
+std::string train_help();
+
+}  // namespace dtrain::engine

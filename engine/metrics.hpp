@@ -1,0 +1,33 @@
+// engine/metrics.hpp — the JSON Lines metrics file and the human progress line.
+//
+// DESIGN.md §5: rank 0 writes one JSON object per log interval
+//   {"kind":"step","step","epoch","loss","lr","images_per_s","t_compute_s","t_comm_s","t_io_wait_s"}
+// and one per epoch
+//   {"kind":"epoch","epoch","step","test_loss","test_accuracy","epoch_time_s"}.
+// Times are seconds per step averaged over the interval (T_C, exposed T_O,
+// I/O wait); images_per_s counts images of all workers.
+#pragma once
+
+#include <cstdio>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace dtrain::engine {
+
+class MetricsWriter {
+ public:
+  MetricsWriter() = default;
+  // path "" = no file (lines still go to stdout). Throws UsageError if it cannot be opened.
+  explicit MetricsWriter(const std::string& path);
+  ~MetricsWriter();
+  MetricsWriter(const MetricsWriter&) = delete;
+  MetricsWriter& operator=(const MetricsWriter&) = delete;
+
+  void write(const nlohmann::json& record);  // one line, flushed
+
+ private:
+  std::FILE* f_ = nullptr;
+};
+
+}  // namespace dtrain::engine

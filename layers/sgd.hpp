@@ -1,0 +1,68 @@
+// layers/sgd.hpp — SGD with momentum and weight decay over flat arena ranges,
+// learning-rate schedules, and the linear scaling rule.
+//
+// The update is torch.optim.SGD's (dampening 0, no Nesterov):
+//   g = grad + wd·param;  v = momentum·v + g;  param −= lr·v
+// with wd = 0 on ranges marked no_decay when `decay_bias_bn` is false.
+// The rule works on any range [begin, end) of the arena, so a parameter server
+// can apply it to the slices it owns (DESIGN.md §3) without knowing layers.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "layers/backend.hpp"
+#include "layers/net.hpp"
+
+namespace dtrain::layers {
+
+// Learning rate as a function of the step (Goyal et al. 2017 for warm-up and
+// the linear scaling rule; Loshchilov & Hutter 2017 for cosine annealing).
+struct LrSchedule {
+  enum class Kind { constant, step, cosine };
+  Kind kind = Kind::constant;
+  float base_lr = 0.01f;
+  int64_t warmup_steps = 0;       // linear ramp from warmup_start·base_lr to base_lr
+  float warmup_start = 0.1f;
+  int64_t step_size = 0;          // step: multiply by gamma every step_size steps
+  float gamma = 0.1f;
+  int64_t total_steps = 0;        // cosine: decays to min_lr at total_steps
+  float min_lr = 0.0f;
+
+  float at(int64_t step) const;  // step counts from 0
+  static Kind parse_kind(const std::string& s);  // "constant" | "step" | "cosine"; UsageError otherwise
+};
+
+// Linear scaling rule (Goyal et al. 2017, §2.1): lr = base_lr · global_batch / base_batch.
+float linear_scaled_lr(float base_lr, int base_batch, int global_batch);
+
+struct SgdOptions {
+  float momentum = 0.9f;
+  float weight_decay = 0.0f;
+  bool decay_bias_bn = true;  // false: no weight decay on biases and batch-norm parameters
+};
+
+class Sgd {
+ public:
+  // ranges: the Net's param_ranges() (their no_decay flags); arena_count floats.
+  Sgd(Backend& backend, SgdOptions o, std::vector<ParamRange> ranges, size_t arena_count);
+
+  // Applies one update to param[begin, end) (indices into the arena; the
+  // pointers point at the whole arena). The momentum state is kept here.
+  void step(float* params, const float* grads, float lr, size_t begin, size_t end);
+  void step(float* params, const float* grads, float lr) { step(params, grads, lr, 0, count_); }
+
+  float* momentum_state() { return mom_.get(); }  // [arena_count], for checkpoints
+  size_t count() const { return count_; }
+
+ private:
+  Backend& backend_;
+  SgdOptions o_;
+  std::vector<ParamRange> ranges_;
+  size_t count_;
+  std::shared_ptr<float> mom_;
+};
+
+}  // namespace dtrain::layers
