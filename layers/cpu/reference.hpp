@@ -1,6 +1,6 @@
 // layers/cpu/reference.hpp — the plain-loop reference backend.
 //
-// Straightforward loops in double-free float arithmetic, written for
+// Straightforward loops over float storage, sums accumulated in double, written for
 // readability, not speed: the truth every fast backend (oneDNN, cuDNN) is
 // tested against, itself tested by central finite differences.
 #pragma once
