@@ -1,1 +1,2 @@
-set(DTRAIN_TESTS_ONEDNN)
+# Tests of the "cpu" backend (oneDNN + OpenBLAS) against the reference backend.
+set(DTRAIN_TESTS_ONEDNN test_onednn.cpp)

@@ -1,0 +1,91 @@
+// layers/cpu/onednn_internal.hpp — shared pieces of the oneDNN CPU backend
+// (private to layers/cpu/onednn_*.cpp).
+//
+// Ctx holds the one dnnl::engine(cpu, 0) and the dnnl::stream of a backend;
+// every kernel keeps a shared_ptr to it, so kernels may outlive the backend.
+//
+// Port is one tensor argument of a primitive: the caller's plain buffer
+// (NCHW / OIHW, a dnnl::memory whose handle is set on every call) and the
+// layout the primitive wants. When the two differ, Port owns a buffer in the
+// primitive's layout (allocated once) and a reorder primitive (created once)
+// in the needed direction; when they agree, the primitive works on the
+// caller's buffer directly.
+#pragma once
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <memory>
+
+#include "layers/backend.hpp"
+
+namespace dtrain::layers::onednn {
+
+using tag = dnnl::memory::format_tag;
+using dt = dnnl::memory::data_type;
+
+struct Ctx {
+  dnnl::engine eng{dnnl::engine::kind::cpu, 0};
+  dnnl::stream strm{eng};
+};
+using CtxPtr = std::shared_ptr<Ctx>;
+
+// A plain f32 memory descriptor of the given dims and tag.
+inline dnnl::memory::desc plain_md(const dnnl::memory::dims& dims, tag t) {
+  return dnnl::memory::desc(dims, dt::f32, t);
+}
+
+// A memory object that wraps caller storage; the handle is set per call.
+inline dnnl::memory user_memory(const dnnl::memory::desc& md, const dnnl::engine& eng) {
+  return dnnl::memory(md, eng, DNNL_MEMORY_NONE);
+}
+
+inline void* handle(const float* p) { return const_cast<float*>(p); }
+
+class Port {
+ public:
+  Port() = default;
+  // user_md: the caller's plain layout; prim_md: what the primitive expects.
+  // input: data flows caller → primitive (else primitive → caller).
+  Port(const dnnl::memory::desc& user_md, const dnnl::memory::desc& prim_md, const Ctx& ctx,
+       bool input)
+      : user_(user_memory(user_md, ctx.eng)), reorder_(user_md != prim_md) {
+    if (reorder_) {
+      prim_ = dnnl::memory(prim_md, ctx.eng);
+      conv_ = input ? dnnl::reorder(user_, prim_) : dnnl::reorder(prim_, user_);
+    } else {
+      prim_ = user_;
+    }
+  }
+  bool reorders() const { return reorder_; }
+  const dnnl::memory::desc prim_desc() const { return prim_.get_desc(); }
+
+  // An input: point at p, reorder into the primitive's layout when needed.
+  dnnl::memory& in(const float* p, dnnl::stream& s) {
+    user_.set_data_handle(handle(p));
+    if (reorder_) conv_.execute(s, user_, prim_);
+    return prim_;
+  }
+  // An output: the primitive writes prim(); finish() copies it to p.
+  dnnl::memory& out(float* p) {
+    user_.set_data_handle(p);
+    return prim_;
+  }
+  void finish(dnnl::stream& s) {
+    if (reorder_) conv_.execute(s, prim_, user_);
+  }
+  // The primitive-layout memory as last filled (for reuse across calls).
+  dnnl::memory& prim() { return prim_; }
+
+ private:
+  dnnl::memory user_, prim_;
+  dnnl::reorder conv_;
+  bool reorder_ = false;
+};
+
+std::unique_ptr<ConvKernel> make_conv(CtxPtr ctx, const ConvDesc& d);
+std::unique_ptr<PoolKernel> make_pool(CtxPtr ctx, const PoolDesc& d);
+std::unique_ptr<LrnKernel> make_lrn(CtxPtr ctx, const LrnDesc& d);
+std::unique_ptr<BatchNormKernel> make_batch_norm(CtxPtr ctx, const BatchNormDesc& d);
+std::unique_ptr<LinearKernel> make_linear(const LinearDesc& d);
+
+}  // namespace dtrain::layers::onednn
