@@ -4,7 +4,7 @@
 // work at run time) and returns an un-finalised Net. Parameter counts
 // (asserted by tests/test_models.cpp):
 //   lenet5       1×28×28 → 10          61,706   (LeCun et al. 1998, ReLU + max pool)
-//   resnet20     1×28×28 → 10         272,474   (He et al. 2016 §4.2, 1×1 projection shortcuts)
+//   resnet20     1×28×28 → 10         272,186   (He et al. 2016 §4.2, 1×1 projection shortcuts)
 //   alexnet      3×227×227 → 1000  60,965,224   (BVLC/Caffe reference: LRN, groups 2)
 //   alexnet-owt  3×224×224 → 1000  61,100,840   (torchvision "one weird trick", Krizhevsky 2014)
 //   resnet18     3×224×224 → 1000  11,689,512   (torchvision)

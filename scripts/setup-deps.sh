@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# scripts/setup-deps.sh — installs every Debian 12 package dtrain needs.
+# Idempotent and quiet when everything is already there. Needs root (or sudo).
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config
+  openmpi-bin libopenmpi-dev
+  libhdf5-dev hdf5-tools
+  libboost-program-options-dev
+  catch2
+  libdnnl-dev libopenblas-dev
+  nlohmann-json3-dev zlib1g-dev
+  dataset-fashion-mnist
+  python3
+)
+# The PyTorch peer of bench/ (large): only when asked.
+if [ "${DTRAIN_BENCH_DEPS:-0}" = 1 ]; then packages+=(python3-torch python3-torchvision); fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+echo "setup-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "setup-deps: done"

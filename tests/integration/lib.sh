@@ -1,0 +1,36 @@
+# tests/integration/lib.sh — helpers for the integration tests (sourced).
+# Usage: DTRAIN=build/dtrain WORK=dir bash tests/integration/<test>.sh
+set -euo pipefail
+: "${DTRAIN:?path of the dtrain binary}"
+: "${WORK:?scratch folder}"
+mkdir -p "$WORK"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# expect_exit CODE PATTERN -- command...: runs it, checks the exit code and that
+# stderr+stdout contain PATTERN (a fixed string).
+expect_exit() {
+  local want=$1 pattern=$2; shift 3
+  local out rc=0
+  out=$("$@" 2>&1) || rc=$?
+  [ "$rc" = "$want" ] || fail "exit $rc, wanted $want: $* → $out"
+  grep -qF -- "$pattern" <<<"$out" || fail "output lacks '$pattern': $* → $out"
+  echo "ok: exit $rc with '$pattern': $*"
+}
+
+# json_field FILE KIND FIELD: the FIELD of the last JSON line of that kind.
+json_field() {
+  /usr/bin/python3 - "$@" <<'PY'
+import json, sys
+path, kind, field = sys.argv[1:4]
+last = None
+for line in open(path):
+    rec = json.loads(line)
+    if rec.get("kind") == kind:
+        last = rec
+if last is None or field not in last:
+    sys.exit(f"{path}: no '{kind}' record with '{field}'")
+print(last[field])
+PY
+}
