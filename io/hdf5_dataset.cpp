@@ -1,1 +1,276 @@
-// placeholder: being written
+// io/hdf5_dataset.cpp — dataset files (DESIGN.md §5): DatasetWriter and Hdf5Dataset.
+#include "io/hdf5_dataset.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.hpp"
+
+namespace dtrain::io {
+
+int64_t images_chunk_samples(int64_t sample_bytes, int64_t n) {
+  int64_t k = std::max(kMinChunkSamples, (kChunkTargetBytes + sample_bytes - 1) / sample_bytes);
+  const int64_t max_chunk_bytes = (int64_t{1} << 32) - 1;  // HDF5's limit per chunk
+  k = std::min(k, std::max<int64_t>(1, max_chunk_bytes / sample_bytes));
+  return std::max<int64_t>(1, std::min(k, n));
+}
+
+// ---- writer --------------------------------------------------------------------
+
+DatasetWriter::DatasetWriter(const std::string& path, int64_t n, int64_t h, int64_t w, int64_t c,
+                             int classes, int compression)
+    : path_(path), n_(n), sample_bytes_(h * w * c), classes_(classes), file_(path) {
+  DT_CHECK(n >= 1 && h >= 1 && w >= 1 && c >= 1, path, ": bad shape [", n, ", ", h, ", ", w, ", ",
+           c, "]");
+  DT_CHECK(classes >= 1, path, ": classes must be > 0, got ", classes);
+  DT_CHECK(compression >= 0 && compression <= 9, path, ": compression level ", compression);
+  const hid_t f = file_.id();
+
+  hsize_t dims[4] = {hsize_t(n), hsize_t(h), hsize_t(w), hsize_t(c)};
+  H5Id space(DT_H5(H5Screate_simple(4, dims, nullptr)), H5Sclose);
+  H5Id dcpl(DT_H5(H5Pcreate(H5P_DATASET_CREATE)), H5Pclose);
+  hsize_t chunk[4] = {hsize_t(images_chunk_samples(sample_bytes_, n)), dims[1], dims[2], dims[3]};
+  DT_H5(H5Pset_chunk(dcpl.get(), 4, chunk));
+  DT_H5(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER));  // every sample is written
+  if (compression > 0) DT_H5(H5Pset_deflate(dcpl.get(), unsigned(compression)));
+  images_ = H5Id(DT_CHECK_H5(H5Dcreate2(f, "images", H5T_STD_U8LE, space.get(), H5P_DEFAULT,
+                                        dcpl.get(), H5P_DEFAULT),
+                             path_, ": /images", h5_error_suffix()),
+                 H5Dclose);
+
+  hsize_t ldims[1] = {hsize_t(n)};
+  H5Id lspace(DT_H5(H5Screate_simple(1, ldims, nullptr)), H5Sclose);
+  labels_ = H5Id(DT_CHECK_H5(H5Dcreate2(f, "labels", H5T_STD_I32LE, lspace.get(), H5P_DEFAULT,
+                                        H5P_DEFAULT, H5P_DEFAULT),
+                             path_, ": /labels", h5_error_suffix()),
+                 H5Dclose);
+
+  H5Id aspace(DT_H5(H5Screate(H5S_SCALAR)), H5Sclose);
+  H5Id attr(
+      DT_CHECK_H5(H5Acreate2(f, "classes", H5T_STD_I32LE, aspace.get(), H5P_DEFAULT, H5P_DEFAULT),
+                  path_, ": attribute classes", h5_error_suffix()),
+      H5Aclose);
+  const int32_t cls = classes;
+  DT_H5(H5Awrite(attr.get(), H5T_NATIVE_INT32, &cls));
+}
+
+DatasetWriter::~DatasetWriter() {
+  images_.reset();
+  labels_.reset();
+}  // file_'s destructor removes the uncommitted temporary file
+
+void DatasetWriter::write(int64_t begin, int64_t count, std::span<const uint8_t> images,
+                          std::span<const int32_t> labels) {
+  quiet_h5_errors();
+  DT_CHECK(images_.valid(), path_, ": write after commit");
+  DT_CHECK(begin >= 0 && count >= 0 && begin + count <= n_, path_, ": samples [", begin, ", ",
+           begin + count, ") outside [0, ", n_, ")");
+  DT_CHECK(int64_t(images.size()) == count * sample_bytes_, path_, ": ", images.size(),
+           " image bytes for ", count, " samples of ", sample_bytes_, " bytes");
+  DT_CHECK(int64_t(labels.size()) == count, path_, ": ", labels.size(), " labels for ", count,
+           " samples");
+  for (int64_t i = 0; i < count; ++i)
+    DT_CHECK(labels[i] >= 0 && labels[i] < classes_, path_, ": label ", labels[i], " of sample ",
+             begin + i, " is outside [0, ", classes_, ")");
+  if (count == 0) return;
+
+  H5Id fspace(DT_H5(H5Dget_space(images_.get())), H5Sclose);
+  hsize_t dims[4];
+  H5Sget_simple_extent_dims(fspace.get(), dims, nullptr);
+  hsize_t start[4] = {hsize_t(begin), 0, 0, 0};
+  hsize_t cnt[4] = {hsize_t(count), dims[1], dims[2], dims[3]};
+  DT_H5(H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start, nullptr, cnt, nullptr));
+  H5Id mspace(DT_H5(H5Screate_simple(4, cnt, nullptr)), H5Sclose);
+  if (H5Dwrite(images_.get(), H5T_NATIVE_UINT8, mspace.get(), fspace.get(), H5P_DEFAULT,
+               images.data()) < 0)
+    DT_FAIL(file_.temp_path(), ": /images: write failed", h5_error_suffix());
+
+  H5Id lfspace(DT_H5(H5Dget_space(labels_.get())), H5Sclose);
+  DT_H5(H5Sselect_hyperslab(lfspace.get(), H5S_SELECT_SET, start, nullptr, cnt, nullptr));
+  H5Id lmspace(DT_H5(H5Screate_simple(1, cnt, nullptr)), H5Sclose);
+  if (H5Dwrite(labels_.get(), H5T_NATIVE_INT32, lmspace.get(), lfspace.get(), H5P_DEFAULT,
+               labels.data()) < 0)
+    DT_FAIL(file_.temp_path(), ": /labels: write failed", h5_error_suffix());
+  written_ += count;
+}
+
+void DatasetWriter::commit() {
+  DT_CHECK(written_ >= n_, path_, ": only ", written_, " of ", n_, " samples written");
+  images_.reset();
+  labels_.reset();
+  file_.commit();
+}
+
+void write_dataset(const std::string& path, std::span<const uint8_t> images, int64_t n, int64_t h,
+                   int64_t w, int64_t c, std::span<const int32_t> labels, int classes,
+                   int compression) {
+  DatasetWriter writer(path, n, h, w, c, classes, compression);
+  writer.write(0, n, images, labels);
+  writer.commit();
+}
+
+// ---- reader --------------------------------------------------------------------
+
+namespace {
+
+// Opens dataset `name` under `file`, or throws UsageError naming path and object.
+H5Id open_dataset(hid_t file, const std::string& path, const char* name, hid_t dapl) {
+  const std::string obj = std::string("/") + name;
+  if (!h5_link_exists(file, name)) DT_USAGE(path, ": ", obj, ": dataset is missing");
+  H5O_info_t info;
+  if (H5Oget_info_by_name(file, name, &info, H5P_DEFAULT) < 0)
+    DT_USAGE(path, ": ", obj, ": cannot read object header", h5_error_suffix());
+  if (info.type != H5O_TYPE_DATASET) DT_USAGE(path, ": ", obj, ": is not a dataset");
+  hid_t d = H5Dopen2(file, name, dapl);
+  if (d < 0) DT_USAGE(path, ": ", obj, ": cannot open dataset", h5_error_suffix());
+  return H5Id(d, H5Dclose);
+}
+
+// Checks integer class, size and signedness of a dataset's type.
+void check_int_type(hid_t dset, const std::string& path, const char* obj, size_t bytes,
+                    bool is_signed, const char* expected) {
+  H5Id type(H5Dget_type(dset), H5Tclose);
+  if (!type.valid()) DT_USAGE(path, ": ", obj, ": cannot read dtype", h5_error_suffix());
+  const bool ok = H5Tget_class(type.get()) == H5T_INTEGER && H5Tget_size(type.get()) == bytes &&
+                  (H5Tget_sign(type.get()) == H5T_SGN_2) == is_signed;
+  if (!ok)
+    DT_USAGE(path, ": ", obj, ": dtype is ", h5_type_name(type.get()), ", expected ", expected);
+}
+
+std::vector<hsize_t> dataset_dims(hid_t dset, const std::string& path, const char* obj) {
+  H5Id space(H5Dget_space(dset), H5Sclose);
+  if (!space.valid()) DT_USAGE(path, ": ", obj, ": cannot read dataspace", h5_error_suffix());
+  int rank = H5Sget_simple_extent_ndims(space.get());
+  if (rank < 0) DT_USAGE(path, ": ", obj, ": cannot read rank", h5_error_suffix());
+  std::vector<hsize_t> dims(static_cast<size_t>(rank));
+  if (rank > 0) H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+  return dims;
+}
+
+int read_classes(hid_t file, const std::string& path) {
+  if (H5Aexists(file, "classes") <= 0)
+    DT_USAGE(path, ": attribute 'classes' on the file root is missing");
+  H5Id attr(H5Aopen(file, "classes", H5P_DEFAULT), H5Aclose);
+  if (!attr.valid()) DT_USAGE(path, ": attribute 'classes': cannot open", h5_error_suffix());
+  H5Id type(H5Aget_type(attr.get()), H5Tclose);
+  H5Id space(H5Aget_space(attr.get()), H5Sclose);
+  if (H5Tget_class(type.get()) != H5T_INTEGER || H5Sget_simple_extent_npoints(space.get()) != 1)
+    DT_USAGE(path, ": attribute 'classes': must be a single integer, found ",
+             h5_type_name(type.get()));
+  int64_t classes = 0;
+  if (H5Aread(attr.get(), H5T_NATIVE_INT64, &classes) < 0)
+    DT_USAGE(path, ": attribute 'classes': cannot read", h5_error_suffix());
+  if (classes <= 0 || classes > INT32_MAX)
+    DT_USAGE(path, ": attribute 'classes': must be > 0, found ", classes);
+  return int(classes);
+}
+
+}  // namespace
+
+Hdf5Dataset::Hdf5Dataset(const std::string& path) : path_(path) {
+  quiet_h5_errors();
+  file_ = open_h5_read_only(path);
+  const hid_t f = file_.get();
+  classes_ = read_classes(f, path);
+
+  // Uncompressed chunks are read directly (no chunk cache): random minibatches
+  // would otherwise pull whole 512 KiB chunks for one sample. Compressed chunks
+  // must be decoded whole, so they get a cache.
+  images_ = open_dataset(f, path, "images", H5P_DEFAULT);
+  {
+    H5Id dcpl(H5Dget_create_plist(images_.get()), H5Pclose);
+    const bool filtered = dcpl.valid() && H5Pget_nfilters(dcpl.get()) > 0;
+    H5Id dapl(DT_H5(H5Pcreate(H5P_DATASET_ACCESS)), H5Pclose);
+    DT_H5(H5Pset_chunk_cache(dapl.get(), 12421, filtered ? 64u << 20 : 0, 1.0));
+    images_.reset();  // an open dataset shares its chunk cache with later opens: close first
+    images_ = open_dataset(f, path, "images", dapl.get());
+  }
+  check_int_type(images_.get(), path, "/images", 1, false, "uint8");
+  auto idims = dataset_dims(images_.get(), path, "/images");
+  if (idims.size() != 4)
+    DT_USAGE(path, ": /images: rank is ", idims.size(), ", expected 4 ([N, H, W, C])");
+  if (idims[0] == 0) DT_USAGE(path, ": /images: holds no samples (N = 0)");
+  if (idims[1] == 0 || idims[2] == 0 || idims[3] == 0)
+    DT_USAGE(path, ": /images: empty sample shape [", idims[1], ", ", idims[2], ", ", idims[3],
+             "]");
+  n_ = int64_t(idims[0]);
+  h_ = int64_t(idims[1]);
+  w_ = int64_t(idims[2]);
+  c_ = int64_t(idims[3]);
+
+  H5Id labels = open_dataset(f, path, "labels", H5P_DEFAULT);
+  check_int_type(labels.get(), path, "/labels", 4, true, "int32");
+  auto ldims = dataset_dims(labels.get(), path, "/labels");
+  if (ldims.size() != 1) DT_USAGE(path, ": /labels: rank is ", ldims.size(), ", expected 1 ([N])");
+  if (int64_t(ldims[0]) != n_)
+    DT_USAGE(path, ": /labels: has ", ldims[0], " entries but /images has ", n_, " samples");
+  labels_.resize(size_t(n_));
+  if (H5Dread(labels.get(), H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, labels_.data()) < 0)
+    DT_USAGE(path, ": /labels: read failed (truncated file?)", h5_error_suffix());
+  for (int64_t i = 0; i < n_; ++i)
+    if (labels_[size_t(i)] < 0 || labels_[size_t(i)] >= classes_)
+      DT_USAGE(path, ": /labels: label ", labels_[size_t(i)], " at index ", i, " is outside [0, ",
+               classes_, ")");
+}
+
+void Hdf5Dataset::read_range(int64_t begin, int64_t count, uint8_t* out) const {
+  quiet_h5_errors();
+  DT_CHECK(begin >= 0 && count >= 0 && begin + count <= n_, path_, ": /images: range [", begin,
+           ", ", begin + count, ") outside [0, ", n_, ")");
+  if (count == 0) return;
+  H5Id fspace(DT_H5(H5Dget_space(images_.get())), H5Sclose);
+  hsize_t start[4] = {hsize_t(begin), 0, 0, 0};
+  hsize_t cnt[4] = {hsize_t(count), hsize_t(h_), hsize_t(w_), hsize_t(c_)};
+  DT_H5(H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start, nullptr, cnt, nullptr));
+  H5Id mspace(DT_H5(H5Screate_simple(4, cnt, nullptr)), H5Sclose);
+  if (H5Dread(images_.get(), H5T_NATIVE_UINT8, mspace.get(), fspace.get(), H5P_DEFAULT, out) < 0)
+    DT_USAGE(path_, ": /images: reading samples [", begin, ", ", begin + count,
+             ") failed (truncated file?)", h5_error_suffix());
+}
+
+void Hdf5Dataset::read_images(const std::vector<int64_t>& indices, uint8_t* out) const {
+  quiet_h5_errors();
+  if (indices.empty()) return;
+  for (int64_t i : indices)
+    DT_CHECK(i >= 0 && i < n_, path_, ": /images: sample index ", i, " outside [0, ", n_, ")");
+
+  std::vector<int64_t> sorted(indices);
+  std::sort(sorted.begin(), sorted.end());
+  sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+  const bool in_place = sorted == indices;  // already sorted and distinct: no scatter
+  std::vector<uint8_t> staging;
+  uint8_t* dst = out;
+  if (!in_place) {
+    staging.resize(sorted.size() * size_t(sample_bytes()));
+    dst = staging.data();
+  }
+
+  // One H5Dread per run of consecutive indices, in file order. (A single read of
+  // the union of all runs is ~50x slower in HDF5 1.10: 50 ms vs 1 ms for 256
+  // random Fashion-MNIST samples, measured.)
+  H5Id fspace(DT_H5(H5Dget_space(images_.get())), H5Sclose);
+  const size_t sb = size_t(sample_bytes());
+  size_t runs = 0;
+  for (size_t i = 0; i < sorted.size(); ++runs) {
+    size_t j = i + 1;
+    while (j < sorted.size() && sorted[j] == sorted[j - 1] + 1) ++j;
+    hsize_t start[4] = {hsize_t(sorted[i]), 0, 0, 0};
+    hsize_t cnt[4] = {hsize_t(j - i), hsize_t(h_), hsize_t(w_), hsize_t(c_)};
+    DT_H5(H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start, nullptr, cnt, nullptr));
+    H5Id mspace(DT_H5(H5Screate_simple(4, cnt, nullptr)), H5Sclose);
+    if (H5Dread(images_.get(), H5T_NATIVE_UINT8, mspace.get(), fspace.get(), H5P_DEFAULT,
+                dst + i * sb) < 0)
+      DT_USAGE(path_, ": /images: reading samples [", sorted[i], ", ", sorted[j - 1] + 1,
+               ") failed (truncated file?)", h5_error_suffix());
+    i = j;
+  }
+  if (in_place) return;
+
+  for (size_t k = 0; k < indices.size(); ++k) {
+    size_t pos =
+        size_t(std::lower_bound(sorted.begin(), sorted.end(), indices[k]) - sorted.begin());
+    std::memcpy(out + k * sb, staging.data() + pos * sb, sb);
+  }
+}
+
+}  // namespace dtrain::io

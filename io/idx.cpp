@@ -1,1 +1,183 @@
-// placeholder: being written
+// io/idx.cpp — IDX reading through zlib and the Fashion-MNIST converter.
+#include "io/idx.hpp"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <sstream>
+#include <system_error>
+
+#include "core/error.hpp"
+#include "io/hdf5_dataset.hpp"
+
+namespace dtrain::io {
+
+namespace {
+
+constexpr uint32_t kMagicLabels = 0x00000801;       // uint8 data, 1 dimension
+constexpr uint32_t kMagicImages = 0x00000803;       // uint8 data, 3 dimensions
+constexpr int64_t kMaxIdxBytes = int64_t{1} << 36;  // refuse absurd headers (64 GiB)
+
+class GzFile {
+ public:
+  explicit GzFile(const std::string& path) : path_(path) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec)) DT_USAGE(path, ": no such file");
+    f_ = gzopen(path.c_str(), "rb");
+    if (!f_) DT_USAGE(path, ": cannot open");
+    gzbuffer(f_, 1 << 20);
+  }
+  ~GzFile() {
+    if (f_) gzclose(f_);
+  }
+  GzFile(const GzFile&) = delete;
+  GzFile& operator=(const GzFile&) = delete;
+
+  // Reads up to `bytes`; returns how many were read. Throws on a zlib error.
+  int64_t read(void* dst, int64_t bytes) {
+    int64_t done = 0;
+    while (done < bytes) {
+      unsigned want = unsigned(std::min<int64_t>(bytes - done, 1 << 30));
+      int got = gzread(f_, static_cast<char*>(dst) + done, want);
+      if (got < 0) {
+        int errnum = 0;
+        const char* msg = gzerror(f_, &errnum);
+        DT_USAGE(path_, ": corrupt gzip data: ", msg ? msg : "unknown zlib error");
+      }
+      if (got == 0) break;
+      done += got;
+    }
+    return done;
+  }
+  // Z_BUF_ERROR after a short read: the gzip stream itself was cut off.
+  bool stream_cut() {
+    int errnum = Z_OK;
+    gzerror(f_, &errnum);
+    return errnum == Z_BUF_ERROR;
+  }
+
+ private:
+  std::string path_;
+  gzFile f_ = nullptr;
+};
+
+// Reads the header; checks the magic and returns the dimensions.
+std::vector<int64_t> read_header(GzFile& f, const std::string& path, uint32_t magic,
+                                 const char* kind) {
+  unsigned char b[4];
+  if (f.read(b, 4) != 4) DT_USAGE(path, ": truncated IDX header (file too short)");
+  const uint32_t m = uint32_t(b[0]) << 24 | uint32_t(b[1]) << 16 | uint32_t(b[2]) << 8 | b[3];
+  if (m != magic) {
+    std::ostringstream os;
+    os << std::hex << "0x" << m << ", expected 0x" << magic << " (" << kind << ")";
+    DT_USAGE(path, ": bad IDX magic number ", os.str());
+  }
+  std::vector<int64_t> dims(magic & 0xff);
+  int64_t total = 1;
+  for (auto& d : dims) {
+    if (f.read(b, 4) != 4) DT_USAGE(path, ": truncated IDX header (file too short)");
+    d = int64_t(uint32_t(b[0]) << 24 | uint32_t(b[1]) << 16 | uint32_t(b[2]) << 8 | b[3]);
+    if (d == 0) DT_USAGE(path, ": IDX dimension is 0");
+    total *= d;
+    if (total > kMaxIdxBytes) DT_USAGE(path, ": IDX header advertises more than 64 GiB");
+  }
+  return dims;
+}
+
+// Reads exactly `bytes` of payload and checks that nothing follows it.
+std::vector<uint8_t> read_payload(GzFile& f, const std::string& path, int64_t bytes) {
+  std::vector<uint8_t> data;
+  // Grow as data arrives, so a bogus header on a short file fails as "truncated".
+  const int64_t step = int64_t{16} << 20;
+  while (int64_t(data.size()) < bytes) {
+    const int64_t have = int64_t(data.size());
+    const int64_t want = std::min(step, bytes - have);
+    data.resize(size_t(have + want));
+    const int64_t got = f.read(data.data() + have, want);
+    if (got < want) {
+      DT_USAGE(path, ": truncated: header advertises ", bytes, " data bytes, file holds ",
+               have + got, f.stream_cut() ? " (gzip stream cut off)" : "");
+    }
+  }
+  unsigned char extra;
+  if (f.read(&extra, 1) != 0)
+    DT_USAGE(path, ": holds more bytes than its IDX header advertises (", bytes, ")");
+  return data;
+}
+
+void write_split(const std::string& images_path, const std::string& labels_path,
+                 const std::string& out_path, int64_t& n, int64_t& h, int64_t& w) {
+  IdxImages img = read_idx_images(images_path);
+  std::vector<uint8_t> raw = read_idx_labels(labels_path);
+  if (int64_t(raw.size()) != img.n)
+    DT_USAGE(images_path, " holds ", img.n, " images but ", labels_path, " holds ", raw.size(),
+             " labels");
+  std::vector<int32_t> labels(raw.size());
+  for (size_t i = 0; i < raw.size(); ++i) {
+    if (raw[i] >= kFashionClasses)
+      DT_USAGE(labels_path, ": label ", int(raw[i]), " at index ", i, " is outside [0, ",
+               kFashionClasses, ")");
+    labels[i] = raw[i];
+  }
+  write_dataset(out_path, img.pixels, img.n, img.rows, img.cols, 1, labels, kFashionClasses);
+  n = img.n;
+  h = img.rows;
+  w = img.cols;
+}
+
+}  // namespace
+
+IdxImages read_idx_images(const std::string& path) {
+  GzFile f(path);
+  auto dims = read_header(f, path, kMagicImages, "images: uint8, 3 dimensions");
+  IdxImages img;
+  img.n = dims[0];
+  img.rows = dims[1];
+  img.cols = dims[2];
+  img.pixels = read_payload(f, path, img.n * img.rows * img.cols);
+  return img;
+}
+
+std::vector<uint8_t> read_idx_labels(const std::string& path) {
+  GzFile f(path);
+  auto dims = read_header(f, path, kMagicLabels, "labels: uint8, 1 dimension");
+  return read_payload(f, path, dims[0]);
+}
+
+std::string ConvertSummary::describe() const {
+  std::ostringstream os;
+  os << train_path << ": " << n_train << " images " << height << "x" << width << "x" << channels
+     << ", " << classes << " classes\n"
+     << test_path << ": " << n_test << " images " << height << "x" << width << "x" << channels
+     << ", " << classes << " classes";
+  return os.str();
+}
+
+ConvertSummary convert_fashion_mnist(const std::string& src_dir, const std::string& out_dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(src_dir, ec))
+    DT_USAGE(src_dir, ": no such directory (Fashion-MNIST source)");
+  fs::create_directories(out_dir, ec);
+  if (ec) DT_USAGE(out_dir, ": cannot create directory: ", ec.message());
+
+  const fs::path src(src_dir), out(out_dir);
+  ConvertSummary s;
+  s.train_path = (out / "fashion-mnist-train.h5").string();
+  s.test_path = (out / "fashion-mnist-test.h5").string();
+  int64_t h = 0, w = 0, h2 = 0, w2 = 0;
+  write_split((src / "train-images-idx3-ubyte.gz").string(),
+              (src / "train-labels-idx1-ubyte.gz").string(), s.train_path, s.n_train, h, w);
+  write_split((src / "t10k-images-idx3-ubyte.gz").string(),
+              (src / "t10k-labels-idx1-ubyte.gz").string(), s.test_path, s.n_test, h2, w2);
+  if (h != h2 || w != w2)
+    DT_USAGE(src_dir, ": train images are ", h, "x", w, " but test images are ", h2, "x", w2);
+  s.height = h;
+  s.width = w;
+  s.channels = 1;
+  s.classes = kFashionClasses;
+  return s;
+}
+
+}  // namespace dtrain::io

@@ -1,4 +1,8 @@
 # io/ sources.
 set(DTRAIN_IO_SOURCES
+  io/h5_util.cpp
   io/idx.cpp
-  io/hdf5_dataset.cpp)
+  io/hdf5_dataset.cpp
+  io/float_arrays.cpp
+  io/sampler.cpp
+  io/batch.cpp)
