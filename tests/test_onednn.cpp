@@ -210,6 +210,8 @@ TEST_CASE("cpu backend LRN matches reference", "[onednn]") {
   SECTION("size 5, C=5") { check_lrn(lrn_desc(5, 5)); }
   SECTION("size 3, C=5") { check_lrn(lrn_desc(5, 3)); }
   SECTION("size 5, C=20 (two channel blocks)") { check_lrn(lrn_desc(20, 5)); }
+  SECTION("size 5, C=32") { check_lrn(lrn_desc(32, 5)); }
+  SECTION("size 3, C=32") { check_lrn(lrn_desc(32, 3)); }
   SECTION("size 4 (asymmetric window), C=9") { check_lrn(lrn_desc(9, 4)); }
   SECTION("AlexNet constants") {
     LrnDesc d = lrn_desc(16, 5);

@@ -12,7 +12,8 @@
 //
 // oneDNN centres its window, [c − (size−1)/2, c + (size−1)/2], which is the
 // contract's [c − (size−1)/2, c + size/2] only for odd sizes; even sizes run
-// on plain OpenMP loops over NCHW instead (LrnLoops).
+// on plain OpenMP loops over NCHW instead (LrnLoops), and so do the shapes
+// for which oneDNN has no JIT kernel (its lrn_ref is single-pass scalar code).
 //
 // Both backward passes need the last forward's workspace: when backward() is
 // given another x than the last forward() (or none ran), the forward is
@@ -115,7 +116,9 @@ class LrnOneDnn final : public LrnKernel {
       auto md = plain_md(dims, t);
       fwd_pd_ = {{dnnl::prop_kind::forward_training, alg, md, d.size, d.alpha, d.beta, d.k}, eng};
       bwd_pd_ = {{alg, md, md, d.size, d.alpha, d.beta, d.k}, eng, fwd_pd_};
-      if (!is_reference_impl(bwd_pd_.impl_info_str())) break;
+      jit_ = !is_reference_impl(bwd_pd_.impl_info_str()) &&
+             !is_reference_impl(fwd_pd_.impl_info_str());
+      if (jit_) break;
     }
     fwd_ = dnnl::lrn_forward(fwd_pd_);
     bwd_ = dnnl::lrn_backward(bwd_pd_);
@@ -126,6 +129,9 @@ class LrnOneDnn final : public LrnKernel {
     has_ws_ = fwd_pd_.workspace_desc().get_size() > 0;
     if (has_ws_) ws_ = memory(fwd_pd_.workspace_desc(), eng);
   }
+
+  // false: oneDNN has only its reference kernels for this shape.
+  bool jit() const { return jit_; }
 
   // x [N,C,H,W] → y [N,C,H,W]
   void forward(const float* x, float* y) override {
@@ -167,7 +173,7 @@ class LrnOneDnn final : public LrnKernel {
   dnnl::lrn_backward bwd_;
   Port x_, y_, dy_, dx_;
   memory ws_, y_scratch_;
-  bool has_ws_ = false;
+  bool has_ws_ = false, jit_ = false;
   const float* fwd_x_ = nullptr;  // the input x_/ws_ belong to
 };
 
@@ -252,7 +258,9 @@ std::unique_ptr<PoolKernel> make_pool(CtxPtr ctx, const PoolDesc& d) {
 std::unique_ptr<LrnKernel> make_lrn(CtxPtr ctx, const LrnDesc& d) {
   DT_CHECK(d.size > 0, "lrn: size must be positive, got ", d.size);
   if (d.size % 2 == 0) return std::make_unique<LrnLoops>(d);
-  return std::make_unique<LrnOneDnn>(std::move(ctx), d);
+  auto k = std::make_unique<LrnOneDnn>(std::move(ctx), d);
+  if (!k->jit()) return std::make_unique<LrnLoops>(d);
+  return k;
 }
 
 }  // namespace dtrain::layers::onednn
