@@ -26,6 +26,14 @@ struct GradCheckOptions {
   double eps = 1e-2;          // probe step (in the units of x)
   double floor_rel = 1e-2;    // error floor, relative to max |numerical|
   size_t max_checks = 0;      // 0: every element; else an evenly spaced subset
+  // Kink detection (0: off). Whole nets (ReLU, max pooling) have kinks that a
+  // probe of ±ε may cross; there the one-sided differences (L(x+ε) − L(x))/ε and
+  // (L(x) − L(x−ε))/ε disagree, while for a smooth L they differ by only ~ε·|L''|.
+  // An element is skipped (counted in `skipped`) when
+  //   |forward − backward| > kink_tol · max(|central|, floor).
+  // Skipping cannot hide a wrong analytic gradient elsewhere; a test should still
+  // bound `skipped` to a small fraction of `checked`.
+  double kink_tol = 0.0;
 };
 
 struct GradCheckResult {
@@ -34,7 +42,8 @@ struct GradCheckResult {
   double max_grad = 0.0;      // max |n| (the scale)
   size_t worst = 0;           // index of the element with max_error
   double worst_analytic = 0.0, worst_numeric = 0.0;
-  size_t checked = 0;
+  size_t checked = 0;         // elements compared (skipped ones excluded)
+  size_t skipped = 0;         // elements skipped as kinks (kink_tol > 0)
   std::string str() const;    // one line for Catch2's INFO()
 };
 

@@ -233,3 +233,29 @@ TEST_CASE("gradcheck catches wrong gradients", "[reference][gradcheck]") {
   opt.max_checks = 10;
   CHECK(check_gradient(x, good, f, opt).checked == 10);
 }
+
+// Kink detection: f(x) = Σ |x| with one element closer to 0 than ε. Without it the
+// kink element fails; with it that element (and only it) is skipped.
+TEST_CASE("gradcheck skips kinks when asked", "[reference][gradcheck]") {
+  auto x = dtrain::test::random_away_from_zero(40, 42, 0.2f);
+  x[7] = 0.003f;
+  auto f = [&] {
+    double s = 0.0;
+    for (float v : x) s += std::abs(double(v));
+    return s;
+  };
+  std::vector<float> grad(x.size());
+  for (size_t i = 0; i < x.size(); ++i) grad[i] = x[i] > 0 ? 1.0f : -1.0f;
+  GradCheckOptions opt;  // ε = 1e-2 crosses the kink at x[7]
+  auto plain = check_gradient(x, grad, f, opt);
+  CHECK(plain.max_error > 0.5);
+  CHECK(plain.worst == 7);
+  opt.kink_tol = 0.5;
+  auto r = check_gradient(x, grad, f, opt);
+  INFO(r.str());
+  CHECK(r.skipped == 1);
+  CHECK(r.checked == 39);
+  CHECK(r.max_error < 1e-4);
+  grad[3] = -grad[3];  // a wrong gradient away from the kink is still caught
+  CHECK(check_gradient(x, grad, f, opt).max_error > 1.0);
+}
