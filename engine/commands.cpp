@@ -4,6 +4,7 @@
 #include <boost/program_options.hpp>
 #include <cstdio>
 #include <iostream>
+#include <sstream>
 
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -11,6 +12,7 @@
 #include "engine/config.hpp"
 #include "engine/trainer.hpp"
 #include "io/idx.hpp"
+#include "io/synth.hpp"
 #include "layers/models.hpp"
 
 namespace po = boost::program_options;
@@ -36,7 +38,7 @@ po::variables_map parse(const std::vector<std::string>& args, const po::options_
 std::string usage() {
   return "usage: dtrain <command> [options]\n"
          "  train   train a model: dtrain train --job jobs/fashion_lenet.ini [--key value ...]\n"
-         "  data    convert datasets: dtrain data fashion-mnist --out DIR\n"
+         "  data    make datasets: dtrain data fashion-mnist --out DIR | dtrain data synth --shape 224x224x3 --n N --out F\n"
          "  model   describe a model: dtrain model --name resnet50\n"
          "'dtrain <command> --help' lists a command's options.\n";
 }
@@ -55,11 +57,20 @@ int cmd_train(const std::vector<std::string>& args) {
 }
 
 int cmd_data(const std::vector<std::string>& args) {
-  std::string what, out, src;
-  po::options_description desc("dtrain data fashion-mnist --out DIR [--src DIR]");
-  desc.add_options()("help,h", "this help")("what", po::value(&what), "dataset: fashion-mnist")(
-      "out", po::value(&out)->default_value(settings::data_dir()), "output folder")(
-      "src", po::value(&src)->default_value(settings::fashion_dir()), "folder with the gzipped IDX files");
+  std::string what, out, src, shape;
+  int64_t n = 0;
+  int classes = 1000;
+  uint64_t seed = 1;
+  po::options_description desc(
+      "dtrain data fashion-mnist --out DIR [--src DIR]\n"
+      "dtrain data synth --shape HxWxC --n N --classes K --out FILE [--seed S]");
+  desc.add_options()("help,h", "this help")("what", po::value(&what), "dataset: fashion-mnist | synth")(
+      "out", po::value(&out), "output folder (fashion-mnist, default $DTRAIN_DATA_DIR or data) or file (synth)")(
+      "src", po::value(&src)->default_value(settings::fashion_dir()), "folder with the gzipped IDX files")(
+      "shape", po::value(&shape)->default_value("224x224x3"), "synth: image shape H x W x C")(
+      "n", po::value(&n), "synth: number of samples")(
+      "classes", po::value(&classes)->default_value(1000), "synth: number of classes")(
+      "seed", po::value(&seed)->default_value(1), "synth: content seed");
   po::positional_options_description pos;
   pos.add("what", 1);
   auto vm = parse(args, desc, "data", &pos);
@@ -67,7 +78,20 @@ int cmd_data(const std::vector<std::string>& args) {
     std::cout << desc;
     return what.empty() && !vm.count("help") ? kExitUsage : kExitOk;
   }
-  if (what != "fashion-mnist") DT_USAGE("dtrain data: unknown dataset '", what, "' (known: fashion-mnist)");
+  if (what == "synth") {
+    long long h = 0, w = 0, c = 0;
+    char x1 = 0, x2 = 0;
+    std::istringstream is(shape);
+    if (!(is >> h >> x1 >> w >> x2 >> c) || x1 != 'x' || x2 != 'x' || !is.eof())
+      DT_USAGE("dtrain data synth: option 'shape': '", shape, "' is not HxWxC (e.g. 224x224x3)");
+    if (out.empty()) DT_USAGE("dtrain data synth: option 'out' (the HDF5 file) is required");
+    if (n <= 0) DT_USAGE("dtrain data synth: option 'n' must be > 0");
+    io::synthesize_dataset(out, n, h, w, c, classes, seed);
+    log::info(out, ": ", n, " synthetic images ", h, "x", w, "x", c, ", ", classes, " classes");
+    return kExitOk;
+  }
+  if (what != "fashion-mnist") DT_USAGE("dtrain data: unknown dataset '", what, "' (known: fashion-mnist, synth)");
+  if (out.empty()) out = settings::data_dir();
   io::ConvertSummary s = io::convert_fashion_mnist(src, out);
   log::info(s.describe());
   return kExitOk;

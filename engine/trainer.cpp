@@ -153,6 +153,7 @@ TrainResult train(const TrainConfig& cfg, int rank, int world) {
   auto interval_start = Clock::now();
   const auto run_start = Clock::now();
   bool stop = false;
+  double train_seconds = 0;  // excluding evaluation
   for (int epoch = 0; epoch < cfg.epochs && !stop; ++epoch) {
     const auto epoch_start = Clock::now();
     for (int64_t s = 0; s < spe; ++s) {
@@ -208,6 +209,7 @@ TrainResult train(const TrainConfig& cfg, int rank, int world) {
     }
     result.epochs = epoch + 1;
     double epoch_time = seconds_since(epoch_start);
+    train_seconds += epoch_time;
     if (test_set) {
       Evaluation e = evaluate(net, *backend, *test_set, cfg, rank, world);
       result.test_loss = e.loss;
@@ -224,7 +226,7 @@ TrainResult train(const TrainConfig& cfg, int rank, int world) {
   }
   result.steps = step;
   result.seconds = seconds_since(run_start);
-  result.images_per_s = static_cast<double>(step * global_batch) / result.seconds;
+  result.images_per_s = static_cast<double>(step * global_batch) / train_seconds;
 
   if (!cfg.save_params.empty() && rank == 0) {
     io::save_float_arrays(cfg.save_params,

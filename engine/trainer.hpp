@@ -20,8 +20,8 @@ struct TrainResult {
   double last_loss = 0;        // mean training loss of the last log interval
   double test_loss = -1;       // of the last evaluation (−1: none)
   double test_accuracy = -1;   // in [0, 1]
-  double images_per_s = 0;     // training throughput over the whole run (all workers)
-  double seconds = 0;          // wall time of the training loop
+  double images_per_s = 0;     // training throughput, evaluation excluded (all workers)
+  double seconds = 0;          // wall time of the loop, evaluation included
 };
 
 // Runs the job on this process. rank/world: MPI identity (1 process for now).

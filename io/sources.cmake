@@ -5,4 +5,5 @@ set(DTRAIN_IO_SOURCES
   io/hdf5_dataset.cpp
   io/float_arrays.cpp
   io/sampler.cpp
-  io/batch.cpp)
+  io/batch.cpp
+  io/synth.cpp)
