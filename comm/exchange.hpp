@@ -1,0 +1,99 @@
+// comm/exchange.hpp — the gradient exchange: one interface, three modes
+// (DESIGN.md §1, §3).
+//
+//   allreduce  every worker allreduces gradient buckets across all workers
+//              (the baseline); the engine applies SGD locally.
+//   ps         every worker pushes gradient slices to the servers that own
+//              them (ShardMap) and pulls the updated parameter slices.
+//   hybrid     workers reduce to their node leader, leaders push/pull to the
+//              servers, leaders broadcast the new parameters in the node.
+//              Only node leaders talk to servers.
+//
+// Worker protocol per step (called by the engine's training loop):
+//   begin_step(step)                 before backward
+//   grads_ready(begin, end)          from the Net's GradReadyFn, as layers finish
+//                                    backward (descending ranges of the arena);
+//                                    ready buckets leave at once (overlap)
+//   finish_step(params, grads)       waits for the step's traffic; afterwards
+//                                    allreduce: grads = Σ_workers grads
+//                                    ps/hybrid: params = the servers' new params
+// Server protocol: serve(params, rule) until every sender called stop().
+// Sums are taken in a fixed sender order, so results are deterministic; every
+// transfer is cut into chunks of at most max_chunk_elems elements; offsets
+// and counts are size_t.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "comm/shard.hpp"
+#include "comm/topology.hpp"
+
+namespace dtrain::comm {
+
+enum class Mode { allreduce, ps, hybrid };
+Mode parse_mode(const std::string& s);  // UsageError naming option 'mode' otherwise
+const char* mode_name(Mode m);
+
+struct ExchangeOptions {
+  Mode mode = Mode::allreduce;
+  size_t bucket_bytes = size_t{1} << 20;          // allreduce buckets (fusion size)
+  size_t max_chunk_elems = (size_t{1} << 31) - 1;  // every transfer is cut below this
+  size_t max_slice = size_t{1} << 20;              // ShardMap slice size, floats
+  size_t min_slice = size_t{1} << 14;              // ShardMap floor, floats
+};
+
+// The optimizer as a server sees it: applies one update to the range
+// [begin, end) (floats) of the arena. params and grads point at the start of
+// the WHOLE arena; grads holds the sum of the step's contributions (the
+// engine's loss scale makes it the global-batch mean gradient). step counts
+// from 0. The rule owns its optimizer state (momentum).
+using UpdateRule = std::function<void(float* params, const float* grads, size_t begin, size_t end, int64_t step)>;
+
+struct StepTimes {
+  double exposed_s = 0;  // time finish_step blocked: communication not hidden
+  double busy_s = 0;     // time the step's communication took in total
+};
+
+class Exchange {
+ public:
+  // Collective over the topology's world. arena_floats: parameters (= gradients).
+  Exchange(const Topology& topo, const ExchangeOptions& o, size_t arena_floats);
+  ~Exchange();
+  Exchange(const Exchange&) = delete;
+  Exchange& operator=(const Exchange&) = delete;
+
+  Mode mode() const;
+  bool servers_update() const { return mode() != Mode::allreduce; }
+  const ShardMap& shard_map() const;
+
+  // Start-up, collective over the world: world rank 0 (a worker) sends its
+  // parameters to every other rank (workers and servers).
+  void broadcast_params(float* params);
+
+  // Worker side (see the protocol above). Throws Error on a transport failure.
+  void begin_step(int64_t step);
+  void grads_ready(size_t begin, size_t end);
+  StepTimes finish_step(float* params, float* grads);
+  // Tells the servers that this sender will send no more steps.
+  void stop();
+
+  // Server side: runs the step loop on the server's slices until every sender
+  // has stopped. params: the whole arena (after broadcast_params).
+  void serve(float* params, const UpdateRule& rule);
+
+  // Collective over the workers: x ← mean over workers (batch-norm running
+  // statistics before evaluation and saving), and x ← Σ over workers
+  // (evaluation counts). No-ops with one worker.
+  void average_over_workers(float* x, size_t count);
+  void sum_over_workers(double* x, size_t count);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dtrain::comm

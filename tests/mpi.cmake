@@ -1,0 +1,1 @@
+set(DTRAIN_TESTS_MPI)
