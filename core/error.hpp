@@ -47,6 +47,7 @@ void set_error_rank(int rank);
 int error_rank();
 
 namespace detail {
+inline std::string concat() { return {}; }
 template <typename... Args>
 std::string concat(Args&&... args) {
   std::ostringstream os;

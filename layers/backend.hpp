@@ -8,6 +8,12 @@
 // Gradient semantics: every backward call OVERWRITES its outputs (dx, dw, db,
 // dgamma, dbeta). A pointer given as nullptr is not computed (dx of the first
 // layer). Fan-out accumulation is the Net's job (accumulate()).
+// Every kernel's backward follows a forward on the same, unmodified inputs
+// and weights (backends may reuse what forward reordered or saved).
+// Preconditions (checked, Error otherwise): pooling pad ≤ kernel/2; batch
+// norm in training needs N·H·W > 1; dropout p ∈ [0, 1); labels ∈ [0, K).
+// Optional pointers: running_mean/running_var may be nullptr (not updated),
+// `correct` may be nullptr, `mom` may be nullptr when momentum is 0.
 //
 // Backends: "reference" (plain loops, layers/cpu/reference*.cpp, the truth the
 // others are tested against), "cpu" (oneDNN + BLAS, layers/cpu/), "cuda"
@@ -52,7 +58,8 @@ struct PoolDesc {
 // Local response normalisation across channels (Krizhevsky et al. 2012, Caffe's
 // LRN layer, oneDNN lrn_across_channels):
 //   y[n,c,h,w] = x[n,c,h,w] / (k + alpha/size · Σ_{c'∈win(c)} x[n,c',h,w]²)^beta
-// win(c) = [c − (size−1)/2, c + size/2] ∩ [0, C).
+// win(c) = [c − (size−1)/2, c + size/2] ∩ [0, C) — Caffe's window, which also
+// defines even sizes (oneDNN and torch centre even windows differently).
 struct LrnDesc {
   int n = 1, c = 1, h = 1, w = 1;
   int size = 5;
