@@ -13,6 +13,7 @@ packages=(
   nlohmann-json3-dev zlib1g-dev
   dataset-fashion-mnist
   python3
+  slurm-wlm munge python3-matplotlib
 )
 # The PyTorch peer of bench/ (large): only when asked.
 if [ "${DTRAIN_BENCH_DEPS:-0}" = 1 ]; then packages+=(python3-torch python3-torchvision); fi
