@@ -49,7 +49,7 @@ alive() {
 
 # wait_for SECONDS DESCRIPTION COMMAND...: polls COMMAND every 0.2 s.
 wait_for() {
-  local limit=$1 what=$2; shift 2
+  local limit=$1; shift 2  # $2: what is awaited (for the reader)
   local i
   for ((i = 0; i < limit * 5; i++)); do
     "$@" >/dev/null 2>&1 && return 0
@@ -180,13 +180,13 @@ stop() {
   if [ -s "$d/pids" ]; then
     # Jobs first, so their steps end cleanly while slurmd still runs.
     if scontrol ping >/dev/null 2>&1 && [ -n "$(squeue -h -o %i 2>/dev/null)" ]; then
-      scancel --full $(squeue -h -o %i) 2>/dev/null || true
+      squeue -h -o %i | xargs -r scancel --full 2>/dev/null || true
       wait_for 15 "jobs to end" bash -c '[ -z "$(squeue -h -o %i)" ]' || true
     fi
     # Leftover step daemons of this cluster (they inherit slurmd's SLURM_CONF).
     local p
     for p in $(pgrep -x slurmstepd || true); do
-      tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qxF "SLURM_CONF=$d/slurm.conf" &&
+      { tr '\0' '\n' <"/proc/$p/environ"; } 2>/dev/null | grep -qxF "SLURM_CONF=$d/slurm.conf" &&
         kill -KILL "$p" 2>/dev/null || true
     done
     # Daemons in reverse start order, by PID, TERM then KILL after 10 s.
