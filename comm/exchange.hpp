@@ -75,7 +75,12 @@ class Exchange {
   void broadcast_params(float* params);
 
   // Worker side (see the protocol above). Throws Error on a transport failure.
-  void begin_step(int64_t step);
+  // params/grads: the arena, as later passed to finish_step. Give them here so
+  // buckets can leave during backward; without them (nullptr) the step's
+  // traffic starts only in finish_step (correct, but nothing overlaps).
+  // Ranges reported by grads_ready may be read (and, in ps/hybrid, their
+  // params overwritten) by the communication thread until finish_step returns.
+  void begin_step(int64_t step, float* params = nullptr, float* grads = nullptr);
   void grads_ready(size_t begin, size_t end);
   StepTimes finish_step(float* params, float* grads);
   // Tells the servers that this sender will send no more steps.

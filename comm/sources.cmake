@@ -2,4 +2,7 @@
 set(DTRAIN_COMM_SOURCES
   comm/topology.cpp
   comm/shard.cpp
-  comm/exchange.cpp)
+  comm/ring_allreduce.cpp
+  comm/exchange.cpp
+  comm/ps_client.cpp
+  comm/ps_server.cpp)

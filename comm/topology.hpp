@@ -61,7 +61,8 @@ class Topology {
   MPI_Comm world_;
   int rank_ = 0, size_ = 1, num_workers_ = 1, num_servers_ = 0;
   int num_nodes_ = 1, node_ = 0, local_rank_ = 0, local_size_ = 1, ranks_on_host_ = 1;
-  std::vector<int> leaders_;
+  std::vector<int> leaders_;     // world rank of each node's leader, by node
+  std::vector<int> node_sizes_;  // workers per node, by node
   MPI_Comm workers_ = MPI_COMM_NULL, node_comm_ = MPI_COMM_NULL, leaders_comm_ = MPI_COMM_NULL;
 };
 

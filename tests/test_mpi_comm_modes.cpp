@@ -1,0 +1,203 @@
+// tests/test_mpi_comm_modes.cpp — the three exchange modes on synthetic data
+// (run at 2, 4 and 5 ranks). Every worker builds a deterministic "gradient"
+// g(rank, step, i), reports it to the Exchange in descending ranges of random
+// sizes (a different cut on every rank, step and run, with random pauses),
+// and after a few steps of SGD with momentum — on the servers in ps/hybrid,
+// locally in allreduce — the parameters must equal a serial computation of
+// the same updates with the sum of all workers' gradients, be identical on
+// every worker, and be bitwise identical across runs and across chunk limits.
+#include <mpi.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "comm/exchange.hpp"
+#include "comm/topology.hpp"
+
+using namespace dtrain::comm;
+
+namespace {
+int world_rank() {
+  int r;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+int world_size() {
+  int s;
+  MPI_Comm_size(MPI_COMM_WORLD, &s);
+  return s;
+}
+
+float grad_of(int rank, int64_t step, size_t i) {
+  return 0.01f * std::sin(0.001f * static_cast<float>(i % 100000) + 0.7f * static_cast<float>(rank) +
+                          0.3f * static_cast<float>(step));
+}
+float param0(size_t i) { return std::cos(0.01f * static_cast<float>(i % 10007)); }
+
+// SGD with momentum and weight decay over flat ranges: the rule a server runs.
+struct Momentum {
+  std::vector<float> v;
+  explicit Momentum(size_t n) : v(n, 0.0f) {}
+  void operator()(float* p, const float* g, size_t b, size_t e, int64_t) {
+    for (size_t i = b; i < e; ++i) {
+      v[i] = 0.9f * v[i] + g[i] + 1e-4f * p[i];
+      p[i] -= 0.05f * v[i];
+    }
+  }
+};
+
+struct Layout {
+  Mode mode;
+  int ps, rpn;
+};
+
+std::vector<Layout> layouts(int ws) {
+  std::vector<Layout> l{{Mode::allreduce, 0, 0}, {Mode::ps, 1, 0}, {Mode::hybrid, 1, 1}, {Mode::hybrid, 1, 0}};
+  if (ws >= 3) l.push_back({Mode::ps, 2, 0});
+  if ((ws - 1) % 2 == 0) l.push_back({Mode::hybrid, 1, 2});
+  if (ws >= 4 && (ws - 2) % 2 == 0) l.push_back({Mode::hybrid, 2, 2});
+  return l;
+}
+
+struct Run {
+  size_t arena = 300000;
+  int steps = 3;
+  size_t chunk = (size_t{1} << 31) - 1;
+  size_t bucket_bytes = size_t{64} << 10;
+  unsigned seed = 1;
+};
+
+// Returns the final parameters on workers, an empty vector on servers.
+std::vector<float> train(const Layout& l, const Run& run, int* num_workers) {
+  const int r = world_rank();
+  Topology topo(MPI_COMM_WORLD, {l.ps, l.rpn});
+  *num_workers = topo.num_workers();
+  ExchangeOptions o;
+  o.mode = l.mode;
+  o.max_chunk_elems = run.chunk;
+  o.bucket_bytes = run.bucket_bytes;
+  Exchange ex(topo, o, run.arena);
+  std::vector<float> p(run.arena, r == 0 ? 0.0f : 123.0f), g(run.arena);
+  if (r == 0)
+    for (size_t i = 0; i < run.arena; ++i) p[i] = param0(i);
+  ex.broadcast_params(p.data());
+  if (topo.is_server()) {
+    Momentum rule(run.arena);
+    ex.serve(p.data(), std::ref(rule));
+    return {};
+  }
+  Momentum local(run.arena);
+  std::mt19937_64 rng(run.seed * 1000003u + static_cast<unsigned>(r) * 7919u);
+  const size_t max_piece = run.arena / 16 + 1;
+  for (int64_t step = 0; step < run.steps; ++step) {
+    for (size_t i = 0; i < run.arena; ++i) g[i] = grad_of(r, step, i);
+    // Odd steps give the arena only in finish_step (no overlap, same result).
+    if (step % 2 == 0) ex.begin_step(step, p.data(), g.data());
+    else ex.begin_step(step);
+    for (size_t end = run.arena; end > 0;) {
+      const size_t size = 1 + rng() % max_piece, begin = end > size ? end - size : 0;
+      ex.grads_ready(begin, end);
+      if (rng() % 4 == 0) std::this_thread::sleep_for(std::chrono::microseconds(rng() % 300));
+      end = begin;
+    }
+    const StepTimes t = ex.finish_step(p.data(), g.data());
+    REQUIRE(t.exposed_s >= 0);
+    REQUIRE(t.busy_s >= 0);
+    if (l.mode == Mode::allreduce) local(p.data(), g.data(), 0, run.arena, step);
+  }
+  ex.stop();
+  return p;
+}
+
+std::vector<float> serial(const Run& run, int workers) {
+  std::vector<float> p(run.arena), g(run.arena);
+  for (size_t i = 0; i < run.arena; ++i) p[i] = param0(i);
+  Momentum rule(run.arena);
+  for (int64_t step = 0; step < run.steps; ++step) {
+    for (size_t i = 0; i < run.arena; ++i) {
+      double s = 0;
+      for (int w = 0; w < workers; ++w) s += grad_of(w, step, i);
+      g[i] = static_cast<float>(s);
+    }
+    rule(p.data(), g.data(), 0, run.arena, step);
+  }
+  return p;
+}
+
+// Every worker holds the same bits? (digest compared over the world)
+bool same_on_all_workers(const std::vector<float>& p) {
+  unsigned long long h = 1469598103934665603ull;
+  for (float x : p) {
+    uint32_t b;
+    std::memcpy(&b, &x, 4);
+    h = (h ^ b) * 1099511628211ull;
+  }
+  if (p.empty()) h = 0;
+  std::vector<unsigned long long> all(static_cast<size_t>(world_size()));
+  MPI_Allgather(&h, 1, MPI_UNSIGNED_LONG_LONG, all.data(), 1, MPI_UNSIGNED_LONG_LONG, MPI_COMM_WORLD);
+  for (unsigned long long x : all)
+    if (x != 0 && x != all[0]) return false;
+  return all[0] != 0;
+}
+
+bool all_ranks(bool v) {
+  int in = v ? 1 : 0, out = 0;
+  MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  return out == 1;
+}
+}  // namespace
+
+TEST_CASE("exchange modes equal serial SGD on the summed gradients, bitwise reproducibly", "[mpi][comm]") {
+  for (const Layout& l : layouts(world_size())) {
+    INFO("mode " << mode_name(l.mode) << ", ps " << l.ps << ", ranks-per-node " << l.rpn);
+    Run a, b;
+    b.seed = 2;       // another cut of the ranges and other pauses,
+    b.chunk = 1000;   // and every transfer chunked
+    int workers = 0;
+    const std::vector<float> pa = train(l, a, &workers);
+    const std::vector<float> pb = train(l, b, &workers);
+    REQUIRE(same_on_all_workers(pa));
+    bool ok = true;
+    double rel = 0;
+    if (!pa.empty()) {
+      const std::vector<float> ref = serial(a, workers);
+      double num = 0, den = 0, worst = 0;
+      for (size_t i = 0; i < ref.size(); ++i) {
+        const double d = static_cast<double>(pa[i]) - ref[i];
+        num += d * d;
+        den += static_cast<double>(ref[i]) * ref[i];
+        worst = std::max(worst, std::abs(d) / (std::abs(static_cast<double>(ref[i])) + 1e-2));
+      }
+      rel = std::sqrt(num / den);
+      INFO("relative L2 " << rel << ", worst element " << worst);
+      CHECK(rel < 1e-6);
+      CHECK(worst < 1e-6);
+      ok = rel < 1e-6 && worst < 1e-6 && pa == pb;
+      CHECK(pa == pb);
+    }
+    REQUIRE(all_ranks(ok));
+  }
+}
+
+TEST_CASE("exchange: a 2,500-float exchange chunked at 1000 is bitwise the unchunked one", "[mpi][comm]") {
+  for (const Layout& l : layouts(world_size())) {
+    INFO("mode " << mode_name(l.mode) << ", ps " << l.ps << ", ranks-per-node " << l.rpn);
+    Run whole, cut;
+    whole.arena = cut.arena = 2500;
+    cut.chunk = 1000;
+    cut.seed = 5;
+    int workers = 0;
+    const std::vector<float> pw = train(l, whole, &workers);
+    const std::vector<float> pc = train(l, cut, &workers);
+    bool ok = pw == pc;
+    if (!pw.empty()) {
+      const std::vector<float> ref = serial(whole, workers);
+      for (size_t i = 0; i < ref.size(); ++i) ok = ok && std::abs(pw[i] - ref[i]) <= 1e-6f * (std::abs(ref[i]) + 1e-2f);
+    }
+    REQUIRE(all_ranks(ok));
+  }
+}
