@@ -262,3 +262,29 @@ TEST_CASE("exchange: mode names and impossible mode layouts", "[mpi][comm]") {
   }
   REQUIRE(all_ranks(threw));
 }
+
+TEST_CASE("exchange: misuse of the step protocol is a clear error, not a hang", "[mpi][comm]") {
+  Topology topo(MPI_COMM_WORLD, {0, 0});
+  ExchangeOptions o;  // 1 MiB buckets: a 1000-float arena is one bucket, no traffic below
+  const size_t n = 1000;
+  std::vector<float> p(n), g(n);
+  std::string overlap, missing;
+  {
+    Exchange ex(topo, o, n);
+    ex.begin_step(0, p.data(), g.data());
+    ex.grads_ready(500, 1000);
+    try {
+      ex.grads_ready(400, 600);
+    } catch (const dtrain::Error& e) {
+      overlap = e.what();
+    }
+    try {
+      ex.finish_step(p.data(), g.data());
+    } catch (const dtrain::Error& e) {
+      missing = e.what();
+    }
+  }  // the destructor stops the communication thread that still waits for [0, 500)
+  INFO(overlap << "\n" << missing);
+  REQUIRE(overlap.find("overlaps") != std::string::npos);
+  REQUIRE(missing.find("[0, 500)") != std::string::npos);
+}
