@@ -2,9 +2,14 @@
 #include "io/hdf5_dataset.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <list>
+#include <mutex>
+#include <unordered_map>
 
 #include "core/error.hpp"
+#include "core/log.hpp"
 
 namespace dtrain::io {
 
@@ -18,7 +23,7 @@ int64_t images_chunk_samples(int64_t sample_bytes, int64_t n) {
 // ---- writer --------------------------------------------------------------------
 
 DatasetWriter::DatasetWriter(const std::string& path, int64_t n, int64_t h, int64_t w, int64_t c,
-                             int classes, int compression)
+                             int classes, int compression, int64_t chunk_samples)
     : path_(path), n_(n), sample_bytes_(h * w * c), classes_(classes), file_(path) {
   DT_CHECK(n >= 1 && h >= 1 && w >= 1 && c >= 1, path, ": bad shape [", n, ", ", h, ", ", w, ", ",
            c, "]");
@@ -29,7 +34,9 @@ DatasetWriter::DatasetWriter(const std::string& path, int64_t n, int64_t h, int6
   hsize_t dims[4] = {hsize_t(n), hsize_t(h), hsize_t(w), hsize_t(c)};
   H5Id space(DT_H5(H5Screate_simple(4, dims, nullptr)), H5Sclose);
   H5Id dcpl(DT_H5(H5Pcreate(H5P_DATASET_CREATE)), H5Pclose);
-  hsize_t chunk[4] = {hsize_t(images_chunk_samples(sample_bytes_, n)), dims[1], dims[2], dims[3]};
+  DT_CHECK(chunk_samples >= 0, path, ": chunk_samples ", chunk_samples, " < 0");
+  const int64_t k = chunk_samples > 0 ? std::min(chunk_samples, n) : images_chunk_samples(sample_bytes_, n);
+  hsize_t chunk[4] = {hsize_t(k), dims[1], dims[2], dims[3]};
   DT_H5(H5Pset_chunk(dcpl.get(), 4, chunk));
   DT_H5(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER));  // every sample is written
   if (compression > 0) DT_H5(H5Pset_deflate(dcpl.get(), unsigned(compression)));
@@ -103,8 +110,8 @@ void DatasetWriter::commit() {
 
 void write_dataset(const std::string& path, std::span<const uint8_t> images, int64_t n, int64_t h,
                    int64_t w, int64_t c, std::span<const int32_t> labels, int classes,
-                   int compression) {
-  DatasetWriter writer(path, n, h, w, c, classes, compression);
+                   int compression, int64_t chunk_samples) {
+  DatasetWriter writer(path, n, h, w, c, classes, compression, chunk_samples);
   writer.write(0, n, images, labels);
   writer.commit();
 }
@@ -167,24 +174,180 @@ int read_classes(hid_t file, const std::string& path) {
 
 }  // namespace
 
-Hdf5Dataset::Hdf5Dataset(const std::string& path) : path_(path) {
+// ReadStats plus an LRU model of HDF5's chunk cache (capacity = cache bytes ÷
+// chunk bytes), used to estimate the bytes HDF5 takes from chunks.
+struct Hdf5Dataset::Counters {
+  std::mutex mu;
+  ReadStats stats;
+  size_t capacity = 0;  // chunks the cache holds; 0 = no cache
+  bool filtered = false;  // without a cache, filtered chunks are decoded whole per request
+  std::list<int64_t> lru;  // most recent first
+  std::unordered_map<int64_t, std::list<int64_t>::iterator> where;
+
+  bool touch(int64_t chunk) {  // true on a (modelled) hit
+    auto it = where.find(chunk);
+    if (it != where.end()) {
+      lru.splice(lru.begin(), lru, it->second);
+      return true;
+    }
+    lru.push_front(chunk);
+    where[chunk] = lru.begin();
+    if (lru.size() > capacity) {
+      where.erase(lru.back());
+      lru.pop_back();
+    }
+    return false;
+  }
+};
+
+Hdf5Dataset::~Hdf5Dataset() = default;
+Hdf5Dataset::Hdf5Dataset(Hdf5Dataset&&) noexcept = default;
+Hdf5Dataset& Hdf5Dataset::operator=(Hdf5Dataset&&) noexcept = default;
+
+ReadStats Hdf5Dataset::read_stats() const {
+  std::lock_guard<std::mutex> lock(counters_->mu);
+  return counters_->stats;
+}
+
+void Hdf5Dataset::reset_read_stats() {
+  std::lock_guard<std::mutex> lock(counters_->mu);
+  counters_->stats = ReadStats{};
+}
+
+void Hdf5Dataset::count_read(const std::vector<int64_t>& sorted_unique, int64_t delivered,
+                             int64_t requests, double seconds) const {
+  Counters& k = *counters_;
+  std::lock_guard<std::mutex> lock(k.mu);
+  ReadStats& s = k.stats;
+  s.calls += 1;
+  s.samples += delivered;
+  s.bytes_delivered += delivered * sample_bytes();
+  s.requests += requests;
+  s.seconds += seconds;
+  auto load = [&](int64_t chunk) {
+    s.bytes_from_chunks += std::min(chunk_samples_, n_ - chunk * chunk_samples_) * sample_bytes();
+    s.chunk_loads += 1;
+  };
+  if (k.capacity == 0 && !k.filtered) {  // direct reads of the selection
+    s.bytes_from_chunks += int64_t(sorted_unique.size()) * sample_bytes();
+    return;
+  }
+  if (k.capacity == 0) {  // no cache: every request decodes the chunks it spans
+    for (size_t i = 0; i < sorted_unique.size();) {
+      size_t j = i + 1;
+      while (j < sorted_unique.size() && sorted_unique[j] == sorted_unique[j - 1] + 1) ++j;
+      for (int64_t c = sorted_unique[i] / chunk_samples_; c <= sorted_unique[j - 1] / chunk_samples_; ++c)
+        load(c);
+      i = j;
+    }
+    return;
+  }
+  int64_t last = -1;  // indices are sorted: a chunk's samples are adjacent
+  for (int64_t i : sorted_unique) {
+    const int64_t chunk = i / chunk_samples_;
+    if (chunk == last) continue;
+    last = chunk;
+    if (!k.touch(chunk)) load(chunk);
+  }
+}
+
+namespace {
+int64_t next_prime(int64_t x) {
+  auto prime = [](int64_t v) {
+    if (v < 2) return false;
+    for (int64_t d = 2; d * d <= v; ++d)
+      if (v % d == 0) return false;
+    return true;
+  };
+  while (!prime(x)) ++x;
+  return x;
+}
+}  // namespace
+
+void Hdf5Dataset::inspect_layout(const Hdf5Options& options) {
+  auto warn = [this](const std::string& msg) {
+    warnings_.push_back(msg);
+    log::warn(path_, ": /images: ", msg);
+  };
+  H5Id dcpl(H5Dget_create_plist(images_.get()), H5Pclose);
+  if (!dcpl.valid()) DT_USAGE(path_, ": /images: cannot read creation properties", h5_error_suffix());
+  chunked_ = H5Pget_layout(dcpl.get()) == H5D_CHUNKED;
+  chunk_samples_ = n_;
+  if (chunked_) {
+    hsize_t cd[4] = {0, 0, 0, 0};
+    if (H5Pget_chunk(dcpl.get(), 4, cd) != 4) DT_USAGE(path_, ": /images: cannot read chunk shape");
+    chunk_samples_ = int64_t(cd[0]);
+    if (int64_t(cd[1]) != h_ || int64_t(cd[2]) != w_ || int64_t(cd[3]) != c_)
+      warn(detail::concat("chunks [", cd[0], ", ", cd[1], ", ", cd[2], ", ", cd[3],
+                          "] split each sample [", h_, ", ", w_, ", ", c_,
+                          "]: every sample read touches several chunks; rewrite with dtrain data"));
+    const int64_t bytes = int64_t(cd[0] * cd[1] * cd[2] * cd[3]);
+    if (bytes < kTinyChunkBytes && chunk_samples_ < n_)
+      warn(detail::concat("chunks of ", cd[0], " samples hold ", bytes,
+                          " bytes (< 64 KiB): random minibatches become many small reads; "
+                          "rewrite with dtrain data (>= ",
+                          kMinChunkSamples, " samples and ~", kChunkTargetBytes / 1024,
+                          " KiB per chunk)"));
+  }
+
+  // Filters: a mandatory one this HDF5 lacks makes every read fail — say so now.
+  const int nfilters = H5Pget_nfilters(dcpl.get());
+  filtered_ = nfilters > 0;
+  for (int i = 0; i < nfilters; ++i) {
+    unsigned flags = 0, config = 0;
+    size_t nelem = 0;
+    char name[128] = {0};
+    H5Z_filter_t id =
+        H5Pget_filter2(dcpl.get(), unsigned(i), &flags, &nelem, nullptr, sizeof name, name, &config);
+    if (id < 0) DT_USAGE(path_, ": /images: cannot read filter ", i, h5_error_suffix());
+    if (H5Zfilter_avail(id) > 0) continue;
+    const std::string what = detail::concat("filter ", id, name[0] ? " (" : "", name,
+                                            name[0] ? ")" : "", " is not available in this HDF5");
+    if (flags & H5Z_FLAG_OPTIONAL)
+      warn(what + " (optional: chunks written with it will fail to read)");
+    else
+      DT_USAGE(path_, ": /images: compressed with ", what,
+               "; install the filter plugin (HDF5_PLUGIN_PATH) or rewrite the file uncompressed");
+  }
+
+  // Chunk cache for random minibatches (file comment).
+  const int64_t cb = chunk_bytes();
+  const int64_t all = n_ * sample_bytes();
+  if (options.chunk_cache_bytes >= 0)
+    cache_bytes_ = options.chunk_cache_bytes;
+  else if (!chunked_ || !filtered_)
+    cache_bytes_ = 0;
+  else if (all <= options.max_auto_cache_bytes)
+    cache_bytes_ = std::max(all, 2 * cb);
+  else
+    cache_bytes_ = 2 * cb;
+  if (chunked_ && filtered_ && all > cache_bytes_)
+    warn(detail::concat("compressed chunks of ", cb, " bytes and a ", cache_bytes_ >> 20,
+                        " MiB chunk cache for ", all >> 20,
+                        " MiB of samples: random samples decode whole chunks (read "
+                        "amplification up to ",
+                        chunk_samples_, "x); store the training set uncompressed"));
+  if (chunked_) {
+    const int64_t fit = cb > 0 ? cache_bytes_ / cb : 0;
+    counters_->capacity = size_t(fit);
+    counters_->filtered = filtered_;
+    H5Id dapl(DT_H5(H5Pcreate(H5P_DATASET_ACCESS)), H5Pclose);
+    // HDF5's advice: a prime number of hash slots, ~100x the chunks that fit.
+    const int64_t slots = next_prime(std::max<int64_t>(521, std::min<int64_t>(100 * fit, 1 << 20)));
+    DT_H5(H5Pset_chunk_cache(dapl.get(), size_t(slots), size_t(cache_bytes_), 1.0));
+    images_.reset();  // an open dataset shares its chunk cache with later opens: close first
+    images_ = open_dataset(file_.get(), path_, "images", dapl.get());
+  }
+}
+
+Hdf5Dataset::Hdf5Dataset(const std::string& path, const Hdf5Options& options)
+    : path_(path), counters_(std::make_unique<Counters>()) {
   quiet_h5_errors();
   file_ = open_h5_read_only(path);
   const hid_t f = file_.get();
   classes_ = read_classes(f, path);
 
-  // Uncompressed chunks are read directly (no chunk cache): random minibatches
-  // would otherwise pull whole 512 KiB chunks for one sample. Compressed chunks
-  // must be decoded whole, so they get a cache.
   images_ = open_dataset(f, path, "images", H5P_DEFAULT);
-  {
-    H5Id dcpl(H5Dget_create_plist(images_.get()), H5Pclose);
-    const bool filtered = dcpl.valid() && H5Pget_nfilters(dcpl.get()) > 0;
-    H5Id dapl(DT_H5(H5Pcreate(H5P_DATASET_ACCESS)), H5Pclose);
-    DT_H5(H5Pset_chunk_cache(dapl.get(), 12421, filtered ? 64u << 20 : 0, 1.0));
-    images_.reset();  // an open dataset shares its chunk cache with later opens: close first
-    images_ = open_dataset(f, path, "images", dapl.get());
-  }
   check_int_type(images_.get(), path, "/images", 1, false, "uint8");
   auto idims = dataset_dims(images_.get(), path, "/images");
   if (idims.size() != 4)
@@ -197,6 +360,7 @@ Hdf5Dataset::Hdf5Dataset(const std::string& path) : path_(path) {
   h_ = int64_t(idims[1]);
   w_ = int64_t(idims[2]);
   c_ = int64_t(idims[3]);
+  inspect_layout(options);  // reopens /images with a chunk cache sized for random reads
 
   H5Id labels = open_dataset(f, path, "labels", H5P_DEFAULT);
   check_int_type(labels.get(), path, "/labels", 4, true, "int32");
@@ -218,6 +382,7 @@ void Hdf5Dataset::read_range(int64_t begin, int64_t count, uint8_t* out) const {
   DT_CHECK(begin >= 0 && count >= 0 && begin + count <= n_, path_, ": /images: range [", begin,
            ", ", begin + count, ") outside [0, ", n_, ")");
   if (count == 0) return;
+  const auto t0 = std::chrono::steady_clock::now();
   H5Id fspace(DT_H5(H5Dget_space(images_.get())), H5Sclose);
   hsize_t start[4] = {hsize_t(begin), 0, 0, 0};
   hsize_t cnt[4] = {hsize_t(count), hsize_t(h_), hsize_t(w_), hsize_t(c_)};
@@ -226,11 +391,16 @@ void Hdf5Dataset::read_range(int64_t begin, int64_t count, uint8_t* out) const {
   if (H5Dread(images_.get(), H5T_NATIVE_UINT8, mspace.get(), fspace.get(), H5P_DEFAULT, out) < 0)
     DT_USAGE(path_, ": /images: reading samples [", begin, ", ", begin + count,
              ") failed (truncated file?)", h5_error_suffix());
+  std::vector<int64_t> all(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) all[size_t(i)] = begin + i;
+  count_read(all, count, 1,
+             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
 }
 
 void Hdf5Dataset::read_images(const std::vector<int64_t>& indices, uint8_t* out) const {
   quiet_h5_errors();
   if (indices.empty()) return;
+  const auto t0 = std::chrono::steady_clock::now();
   for (int64_t i : indices)
     DT_CHECK(i >= 0 && i < n_, path_, ": /images: sample index ", i, " outside [0, ", n_, ")");
 
@@ -264,13 +434,15 @@ void Hdf5Dataset::read_images(const std::vector<int64_t>& indices, uint8_t* out)
                ") failed (truncated file?)", h5_error_suffix());
     i = j;
   }
-  if (in_place) return;
-
-  for (size_t k = 0; k < indices.size(); ++k) {
-    size_t pos =
-        size_t(std::lower_bound(sorted.begin(), sorted.end(), indices[k]) - sorted.begin());
-    std::memcpy(out + k * sb, staging.data() + pos * sb, sb);
+  if (!in_place) {
+    for (size_t k = 0; k < indices.size(); ++k) {
+      size_t pos =
+          size_t(std::lower_bound(sorted.begin(), sorted.end(), indices[k]) - sorted.begin());
+      std::memcpy(out + k * sb, staging.data() + pos * sb, sb);
+    }
   }
+  count_read(sorted, int64_t(indices.size()), int64_t(runs),
+             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
 }
 
 }  // namespace dtrain::io

@@ -15,8 +15,25 @@
 // message names the file and the object, e.g.
 //   "data/x.h5: /labels: label 12 at index 5 is outside [0, 10)".
 // Image reads sort the indices, coalesce consecutive ones into runs, read each
-// run with one hyperslab read (uncompressed chunks bypass the chunk cache), then
-// scatter the samples into the requested order.
+// run with one hyperslab read, then scatter the samples into the requested order.
+//
+// Chunk cache (sized at open for random minibatches, Hdf5Options):
+//   - unfiltered chunks: cache off — HDF5 then reads exactly the selected bytes
+//     of a chunk, so a random sample costs one small read, not a whole chunk;
+//   - filtered (compressed) chunks must be decoded whole: the cache holds the
+//     whole dataset when it fits in max_auto_cache_bytes (every chunk is decoded
+//     once), else two chunks (a chunk shared by neighbouring runs of one call is
+//     decoded once).
+// Read amplification (ReadStats) = bytes HDF5 takes from chunks ÷ bytes
+// delivered. It is modelled, not measured (HDF5 1.10 has no I/O counters):
+// selected bytes on the direct path, whole chunks on a miss of an LRU model of
+// the chunk cache otherwise. Repeated indices are read once, so it can be < 1.
+//
+// Layout warnings at open (log::warn, also kept in warnings()): chunks smaller
+// than 64 KiB (unless one chunk holds the whole set), chunks that split a
+// sample, a compressed set that does not fit the chunk cache, an optional
+// filter this HDF5 lacks. A mandatory filter this HDF5 lacks is a UsageError:
+// every read would fail.
 //
 // Threads: the Debian HDF5 build is threadsafe (one global lock inside HDF5),
 // so one Hdf5Dataset may be read from several threads; reads are serialised.
@@ -25,6 +42,7 @@
 #include <hdf5.h>
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -35,6 +53,7 @@ namespace dtrain::io {
 
 inline constexpr int64_t kChunkTargetBytes = 512 * 1024;  // bytes of /images per chunk
 inline constexpr int64_t kMinChunkSamples = 64;
+inline constexpr int64_t kTinyChunkBytes = 64 * 1024;  // below this, open() warns
 
 // Samples per /images chunk for samples of `sample_bytes` bytes, given N samples:
 // max(kMinChunkSamples, ceil(kChunkTargetBytes / sample_bytes)), capped at N.
@@ -45,9 +64,11 @@ int64_t images_chunk_samples(int64_t sample_bytes, int64_t n);
 class DatasetWriter {
  public:
   // n ≥ 1 samples of h × w × c uint8 values; labels in [0, classes).
-  // compression: 0 = none (default), 1..9 = gzip level.
+  // compression: 0 = none (default), 1..9 = gzip level. chunk_samples: samples
+  // per /images chunk, 0 = images_chunk_samples() (the default; other values are
+  // for benchmarks of bad layouts), capped at n.
   DatasetWriter(const std::string& path, int64_t n, int64_t h, int64_t w, int64_t c, int classes,
-                int compression = 0);
+                int compression = 0, int64_t chunk_samples = 0);
   ~DatasetWriter();  // without commit(): the temporary file is removed
   DatasetWriter(const DatasetWriter&) = delete;
   DatasetWriter& operator=(const DatasetWriter&) = delete;
@@ -71,12 +92,34 @@ class DatasetWriter {
 // One-shot writer. images: [n, h, w, c] uint8 (n·h·w·c values); labels: [n].
 void write_dataset(const std::string& path, std::span<const uint8_t> images, int64_t n, int64_t h,
                    int64_t w, int64_t c, std::span<const int32_t> labels, int classes,
-                   int compression = 0);
+                   int compression = 0, int64_t chunk_samples = 0);
+
+struct Hdf5Options {
+  int64_t chunk_cache_bytes = -1;                // -1: automatic (file comment); ≥ 0: forced
+  int64_t max_auto_cache_bytes = int64_t{256} << 20;  // automatic cache limit, bytes
+};
+
+// Counters of read_images / read_range since open or reset_read_stats().
+struct ReadStats {
+  int64_t calls = 0;              // read_images + read_range calls
+  int64_t samples = 0;            // samples delivered
+  int64_t bytes_delivered = 0;    // samples · sample_bytes
+  int64_t bytes_from_chunks = 0;  // bytes HDF5 takes from chunks (modelled, file comment)
+  int64_t requests = 0;           // hyperslab reads issued (one per run)
+  int64_t chunk_loads = 0;        // whole chunks loaded into the cache (modelled misses)
+  double seconds = 0;             // wall time inside the calls, HDF5 lock waits included
+  double amplification() const {  // bytes_from_chunks ÷ bytes_delivered (0 before any read)
+    return bytes_delivered > 0 ? double(bytes_from_chunks) / double(bytes_delivered) : 0.0;
+  }
+};
 
 class Hdf5Dataset {
  public:
   // Opens and validates `path` (see the file comment). Throws UsageError.
-  explicit Hdf5Dataset(const std::string& path);
+  explicit Hdf5Dataset(const std::string& path, const Hdf5Options& options = {});
+  ~Hdf5Dataset();
+  Hdf5Dataset(Hdf5Dataset&&) noexcept;
+  Hdf5Dataset& operator=(Hdf5Dataset&&) noexcept;
 
   const std::string& path() const { return path_; }
   int64_t n() const { return n_; }
@@ -86,9 +129,21 @@ class Hdf5Dataset {
   int64_t sample_bytes() const { return h_ * w_ * c_; }  // bytes per image
   int classes() const { return classes_; }
   const std::vector<int32_t>& labels() const { return labels_; }  // [N]
+  // Samples per /images chunk (N for a contiguous dataset); bytes per chunk.
+  int64_t chunk_samples() const { return chunk_samples_; }
+  int64_t chunk_bytes() const { return chunk_samples_ * sample_bytes(); }
+  bool filtered() const { return filtered_; }                    // compressed / filtered chunks
+  int64_t chunk_cache_bytes() const { return cache_bytes_; }     // as configured at open
+  const std::vector<std::string>& warnings() const { return warnings_; }  // layout warnings
+
+  // Thread-safe snapshot / reset of the read counters.
+  ReadStats read_stats() const;
+  void reset_read_stats();
 
   // Reads samples `indices` (any order, repeats allowed, each in [0, N)) into
-  // out: [indices.size(), H, W, C] uint8, in the order given.
+  // out: [indices.size(), H, W, C] uint8, in the order given. Thread-safe
+  // (HDF5 serialises the reads). Throws Error on a bad index, UsageError when
+  // HDF5 cannot read the file.
   void read_images(const std::vector<int64_t>& indices, uint8_t* out) const;
   // Reads samples [begin, begin + count) into out: [count, H, W, C] uint8.
   void read_range(int64_t begin, int64_t count, uint8_t* out) const;
@@ -99,6 +154,15 @@ class Hdf5Dataset {
   int64_t n_ = 0, h_ = 0, w_ = 0, c_ = 0;
   int classes_ = 0;
   std::vector<int32_t> labels_;
+  int64_t chunk_samples_ = 0, cache_bytes_ = 0;
+  bool filtered_ = false, chunked_ = false;
+  std::vector<std::string> warnings_;
+  struct Counters;                      // ReadStats + the chunk cache model, behind a mutex
+  std::unique_ptr<Counters> counters_;  // (a pointer keeps the dataset movable)
+
+  void inspect_layout(const Hdf5Options& options);  // chunk cache, filters, warnings
+  void count_read(const std::vector<int64_t>& sorted_unique, int64_t delivered, int64_t requests,
+                  double seconds) const;
 };
 
 }  // namespace dtrain::io

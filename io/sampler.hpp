@@ -25,6 +25,11 @@ class Sampler {
   // Throws UsageError when n < workers·minibatch (not one step per epoch).
   Sampler(int64_t n, int workers, int rank, int minibatch, uint64_t seed);
 
+  int64_t n() const { return n_; }
+  int workers() const { return workers_; }
+  int rank() const { return rank_; }
+  int minibatch() const { return minibatch_; }
+  uint64_t seed() const { return seed_; }
   int64_t steps_per_epoch() const { return steps_; }
   int64_t remainder() const { return n_ - steps_ * workers_ * minibatch_; }
   // This worker's indices for (epoch, step), in permutation order; [B].

@@ -6,4 +6,6 @@ set(DTRAIN_IO_SOURCES
   io/float_arrays.cpp
   io/sampler.cpp
   io/batch.cpp
-  io/synth.cpp)
+  io/synth.cpp
+  io/augment.cpp
+  io/prefetcher.cpp)

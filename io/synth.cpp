@@ -18,11 +18,12 @@ uint64_t mix(uint64_t z) {
 }  // namespace
 
 void synthesize_dataset(const std::string& path, int64_t n, int64_t h, int64_t w, int64_t c,
-                        int classes, uint64_t seed) {
+                        int classes, uint64_t seed, int64_t chunk_samples) {
   if (n <= 0 || h <= 0 || w <= 0 || c <= 0)
     DT_USAGE("dtrain data synth: shape ", h, "x", w, "x", c, " and n ", n, " must be positive");
   if (classes <= 0) DT_USAGE("dtrain data synth: classes must be positive, got ", classes);
-  DatasetWriter writer(path, n, h, w, c, classes);
+  if (chunk_samples < 0) DT_USAGE("dtrain data synth: chunk samples must be >= 0, got ", chunk_samples);
+  DatasetWriter writer(path, n, h, w, c, classes, 0, chunk_samples);
   const int64_t sample = h * w * c;
   const int64_t block = std::max<int64_t>(1, (int64_t{8} << 20) / sample);  // ~8 MiB per write
   std::vector<uint8_t> images;

@@ -11,9 +11,10 @@
 namespace dtrain::io {
 
 // Writes n samples of [h, w, c] uint8 to `path` (temporary name + rename),
-// streaming in blocks, chunked along N like every dataset writer. Throws
+// streaming in blocks, chunked along N like every dataset writer (chunk_samples
+// 0 = the writer's default; other values for layout benchmarks). Throws
 // UsageError on a non-positive size or classes.
 void synthesize_dataset(const std::string& path, int64_t n, int64_t h, int64_t w, int64_t c,
-                        int classes, uint64_t seed = 1);
+                        int classes, uint64_t seed = 1, int64_t chunk_samples = 0);
 
 }  // namespace dtrain::io

@@ -1,1 +1,2 @@
-set(DTRAIN_TESTS_IO test_io.cpp test_io_idx.cpp test_io_arrays.cpp)
+set(DTRAIN_TESTS_IO test_io.cpp test_io_idx.cpp test_io_arrays.cpp
+  test_prefetcher.cpp test_prefetcher_data.cpp)

@@ -1,0 +1,241 @@
+// engine/bench_io.cpp — `dtrain bench io` (see bench_io.hpp for the modes and
+// what each number means).
+#include "engine/bench_io.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <boost/program_options.hpp>
+#include <chrono>
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "io/hdf5_dataset.hpp"
+#include "io/prefetcher.hpp"
+#include "io/synth.hpp"
+
+namespace po = boost::program_options;
+
+namespace dtrain::engine {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// "Compute" for `ms` milliseconds: sleep, or keep one core busy.
+void compute_for(double ms, bool spin) {
+  const auto end = Clock::now() + std::chrono::duration<double, std::milli>(ms);
+  if (!spin) {
+    std::this_thread::sleep_until(end);
+    return;
+  }
+  volatile uint64_t x = 0;
+  while (Clock::now() < end)
+    for (int i = 0; i < 1000; ++i) x = x + uint64_t(i);
+}
+
+// Drops `path` from the page cache (best effort: clean pages of a file we can open).
+void drop_page_cache(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) return;
+  ::fdatasync(fd);
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  ::close(fd);
+}
+
+struct LoaderArgs {
+  std::string data;
+  int minibatch = 256, threads = 0, depth = 2, pad = 0;
+  int64_t steps = 50;
+  double compute_ms = 0;
+  bool flip = false, spin = false;
+};
+
+// Mode 1 and 2: the prefetcher on a real file.
+int bench_loader(const LoaderArgs& a) {
+  io::Hdf5Dataset ds(a.data);
+  io::PrefetchOptions o;
+  o.threads = a.threads;
+  o.depth = a.depth;
+  o.augment.pad = a.pad;
+  o.augment.flip = a.flip;
+  const int warmup = 3;
+  o.total_batches = warmup + a.steps;
+  auto plan = [&] { return io::Sampler(ds.n(), 1, 0, a.minibatch, 1); };
+  nlohmann::json j = {{"data", a.data},       {"n", ds.n()},
+                      {"shape", {ds.height(), ds.width(), ds.channels()}},
+                      {"minibatch", a.minibatch}, {"depth", a.depth},
+                      {"pad", a.pad},         {"flip", a.flip},
+                      {"chunk_samples", ds.chunk_samples()}};
+
+  // 1. Loader alone.
+  {
+    io::Prefetcher pf(ds, plan(), o);
+    j["threads"] = pf.threads();
+    log::info("bench io: ", a.data, ": ", ds.n(), " samples ", ds.height(), "x", ds.width(), "x",
+              ds.channels(), ", ", ds.chunk_samples(), " per chunk; minibatch ", a.minibatch,
+              ", threads ", pf.threads(), ", depth ", a.depth,
+              a.pad > 0 || a.flip ? ", augmented" : "");
+    for (int i = 0; i < warmup; ++i) pf.next();
+    const auto s0 = pf.stats();
+    ds.reset_read_stats();
+    const auto t0 = Clock::now();
+    for (int64_t i = 0; i < a.steps; ++i) pf.next();
+    const double secs = since(t0);
+    const auto s1 = pf.stats();
+    const auto rs = ds.read_stats();
+    const double produced = double(s1.produced - s0.produced);
+    const double ips = double(a.steps) * a.minibatch / secs;
+    const double read_ms = 1e3 * (s1.read_s - s0.read_s) / produced;
+    const double produce_ms = 1e3 * (s1.produce_s - s0.produce_s) / produced;
+    log::info("loader alone: ", int64_t(ips), " images/s (", ips * double(ds.sample_bytes()) / 1e6,
+              " MB/s raw), read ", read_ms, " ms/batch (serialised), produce ", produce_ms,
+              " ms/batch, ", double(rs.requests) / double(std::max<int64_t>(1, rs.calls)),
+              " hyperslab reads/batch, read amplification ", rs.amplification());
+    j["images_per_s"] = ips;
+    j["read_ms_per_batch"] = read_ms;
+    j["produce_ms_per_batch"] = produce_ms;
+    j["read_amplification"] = rs.amplification();
+  }
+
+  // 2. With compute.
+  if (a.compute_ms > 0) {
+    io::Prefetcher pf(ds, plan(), o);
+    double wait = 0;
+    std::vector<double> waits;  // ms, measured steps
+    const auto t0 = Clock::now();
+    for (int64_t i = 0; i < warmup + a.steps; ++i) {
+      if (i == warmup) wait = 0;
+      const io::Batch& b = pf.next();
+      wait += b.wait_s;
+      if (i >= warmup) waits.push_back(1e3 * b.wait_s);
+      compute_for(a.compute_ms, a.spin);
+    }
+    std::sort(waits.begin(), waits.end());
+    const double median_ms = waits[waits.size() / 2], max_ms = waits.back();
+    const double total = since(t0);
+    const double wait_ms = 1e3 * wait / double(a.steps);
+    const double step_ms = 1e3 * total / double(warmup + a.steps);
+    log::info("with ", a.compute_ms, " ms of ", a.spin ? "spinning" : "sleeping",
+              " compute per step: step ", step_ms, " ms, exposed I/O wait ", wait_ms,
+              " ms/step (", 100.0 * wait_ms / (a.compute_ms + wait_ms), "% of the step; median ",
+              median_ms, " ms, max ", max_ms, " ms)");
+    j["compute_ms"] = a.compute_ms;
+    j["io_wait_ms_per_step"] = wait_ms;
+    j["io_wait_fraction"] = wait_ms / (a.compute_ms + wait_ms);
+    j["io_wait_ms_median"] = median_ms;
+    j["io_wait_ms_max"] = max_ms;
+    j["step_ms"] = step_ms;
+  }
+  std::cout << "json: " << j.dump() << std::endl;
+  return kExitOk;
+}
+
+// Mode 3: one sample per chunk vs the default layout, random batches.
+int bench_chunking(int64_t n, const std::string& shape, int minibatch, const std::string& dir) {
+  long long h = 0, w = 0, c = 0;
+  char x1 = 0, x2 = 0;
+  std::istringstream is(shape);
+  if (!(is >> h >> x1 >> w >> x2 >> c) || x1 != 'x' || x2 != 'x' || !is.eof() || h <= 0 ||
+      w <= 0 || c <= 0)
+    DT_USAGE("dtrain bench io: option 'shape': '", shape, "' is not HxWxC (e.g. 64x64x3)");
+  if (n < minibatch) DT_USAGE("dtrain bench io: option 'n' must be >= minibatch (", minibatch, ")");
+  nlohmann::json j = {{"n", n}, {"shape", {h, w, c}}, {"minibatch", minibatch}};
+  double rate[2][3] = {};  // [layout][random cold, random warm, sequential warm] samples/s
+  const int64_t batches = std::min<int64_t>(n / minibatch, 64);
+  for (int layout = 0; layout < 2; ++layout) {
+    const int64_t chunk = layout == 0 ? 1 : 0;
+    const std::string path = (std::filesystem::path(dir) /
+                              ("dtrain-bench-chunk" + std::to_string(layout) + "-" +
+                               std::to_string(::getpid()) + ".h5"))
+                                 .string();
+    io::synthesize_dataset(path, n, h, w, c, 10, 1, chunk);
+    {
+      io::Hdf5Dataset ds(path);
+      io::Sampler plan(n, 1, 0, minibatch, 2);
+      std::vector<uint8_t> buf(size_t(minibatch * ds.sample_bytes()));
+      // Random batches: one cold pass, then the best of three warm passes.
+      for (int pass = 0; pass < 4; ++pass) {
+        if (pass == 0) drop_page_cache(path);
+        const auto t0 = Clock::now();
+        for (int64_t s = 0; s < batches; ++s) ds.read_images(plan.batch(pass, s), buf.data());
+        const double r = double(batches * minibatch) / since(t0);
+        double& slot = rate[layout][pass == 0 ? 0 : 1];
+        slot = std::max(slot, r);
+      }
+      // Sequential batches (the evaluation path), warm.
+      const auto t0 = Clock::now();
+      for (int64_t s = 0; s < batches; ++s) ds.read_range(s * minibatch, minibatch, buf.data());
+      rate[layout][2] = double(batches * minibatch) / since(t0);
+      log::info("chunking: ", ds.chunk_samples(), " sample(s) per chunk (", ds.chunk_bytes() / 1024,
+                " KiB), batches of ", minibatch, ": random cold ", int64_t(rate[layout][0]),
+                " samples/s, random warm ", int64_t(rate[layout][1]), " samples/s, sequential ",
+                int64_t(rate[layout][2]), " samples/s");
+      j[layout == 0 ? "one_per_chunk" : "default"] = {{"chunk_samples", ds.chunk_samples()},
+                                                       {"random_cold_samples_per_s", rate[layout][0]},
+                                                       {"random_warm_samples_per_s", rate[layout][1]},
+                                                       {"sequential_samples_per_s", rate[layout][2]}};
+    }
+    std::filesystem::remove(path);
+  }
+  log::info("chunking: default layout / one sample per chunk: random cold ", rate[1][0] / rate[0][0],
+            "x, random warm ", rate[1][1] / rate[0][1], "x, sequential ", rate[1][2] / rate[0][2], "x");
+  std::cout << "json: " << j.dump() << std::endl;
+  return kExitOk;
+}
+
+}  // namespace
+
+int cmd_bench_io(const std::vector<std::string>& args) {
+  LoaderArgs a;
+  int64_t n = 20000;
+  std::string shape = "64x64x3", dir;
+  po::options_description desc(
+      "dtrain bench io --data F [--minibatch B] [--threads T] [--depth D] [--compute-ms X] [--steps N]\n"
+      "dtrain bench io --chunking [--n N] [--shape HxWxC] [--minibatch B] [--dir D]");
+  desc.add_options()("help,h", "this help")("data", po::value(&a.data), "dataset HDF5 file")(
+      "minibatch", po::value(&a.minibatch)->default_value(256), "samples per batch")(
+      "threads", po::value(&a.threads)->default_value(0), "loader threads (0 = default_loader_threads)")(
+      "depth", po::value(&a.depth)->default_value(2), "batches prefetched ahead")(
+      "compute-ms", po::value(&a.compute_ms)->default_value(0), "simulated compute per step, ms")(
+      "spin", po::bool_switch(&a.spin), "compute by spinning a core instead of sleeping")(
+      "steps", po::value(&a.steps)->default_value(50), "measured steps (after 3 warm-up steps)")(
+      "pad", po::value(&a.pad)->default_value(0), "augmentation: crop padding, pixels")(
+      "flip", po::bool_switch(&a.flip), "augmentation: horizontal flip")(
+      "chunking", "layout benchmark: one sample per chunk vs the default")(
+      "n", po::value(&n)->default_value(20000), "chunking: samples per file")(
+      "shape", po::value(&shape)->default_value("64x64x3"), "chunking: sample shape HxWxC")(
+      "dir", po::value(&dir)->default_value(std::filesystem::temp_directory_path().string()),
+      "chunking: folder for the two temporary files");
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(desc).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    DT_USAGE("dtrain bench io: ", e.what());
+  }
+  if (vm.count("help")) {
+    std::cout << desc;
+    return kExitOk;
+  }
+  if (a.minibatch < 1) DT_USAGE("dtrain bench io: option 'minibatch' must be >= 1, got ", a.minibatch);
+  if (a.threads < 0) DT_USAGE("dtrain bench io: option 'threads' must be >= 0, got ", a.threads);
+  if (a.depth < 1) DT_USAGE("dtrain bench io: option 'depth' must be >= 1, got ", a.depth);
+  if (a.steps < 1) DT_USAGE("dtrain bench io: option 'steps' must be >= 1, got ", a.steps);
+  if (a.compute_ms < 0) DT_USAGE("dtrain bench io: option 'compute-ms' must be >= 0");
+  if (a.pad < 0) DT_USAGE("dtrain bench io: option 'pad' must be >= 0, got ", a.pad);
+  if (vm.count("chunking")) return bench_chunking(n, shape, a.minibatch, dir);
+  if (a.data.empty()) DT_USAGE("dtrain bench io: option 'data' (the HDF5 file) is required");
+  return bench_loader(a);
+}
+
+}  // namespace dtrain::engine
