@@ -16,7 +16,7 @@ packages=(
   slurm-wlm munge python3-matplotlib
 )
 # The PyTorch peer of bench/ (large): only when asked.
-if [ "${DTRAIN_BENCH_DEPS:-0}" = 1 ]; then packages+=(python3-torch python3-torchvision); fi
+if [ "${DTRAIN_BENCH_DEPS:-0}" = 1 ]; then packages+=(python3-torch python3-torchvision python3-h5py); fi
 
 missing=()
 for p in "${packages[@]}"; do
