@@ -1,6 +1,8 @@
 // engine/commands.cpp — subcommands other than the MPI plumbing in main.cpp.
 #include "engine/commands.hpp"
 
+#include <mpi.h>
+
 #include <boost/program_options.hpp>
 #include <cstdio>
 #include <iostream>
@@ -40,6 +42,7 @@ std::string usage() {
          "  train   train a model: dtrain train --job jobs/fashion_lenet.ini [--key value ...]\n"
          "  data    make datasets: dtrain data fashion-mnist --out DIR | dtrain data synth --shape 224x224x3 --n N --out F\n"
          "  model   describe a model: dtrain model --name resnet50\n"
+         "  bench   benchmarks: mpirun -np N dtrain bench comm\n"
          "'dtrain <command> --help' lists a command's options.\n";
 }
 
@@ -50,7 +53,10 @@ int cmd_train(const std::vector<std::string>& args) {
     return kExitOk;
   }
   TrainResult r = train(cfg);
-  log::info("dtrain: finished ", r.steps, " steps in ", r.epochs, " epoch(s), ", r.seconds, " s, ",
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank == 0)
+    log::info("dtrain: finished ", r.steps, " steps in ", r.epochs, " epoch(s), ", r.seconds, " s, ",
             static_cast<long>(r.images_per_s), " images/s",
             r.test_accuracy >= 0 ? ", final test accuracy " + std::to_string(100.0 * r.test_accuracy) + "%" : std::string());
   return kExitOk;

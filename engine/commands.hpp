@@ -2,6 +2,7 @@
 //   dtrain train  --job FILE [--key value ...]
 //   dtrain data   fashion-mnist --out DIR [--src DIR]
 //   dtrain model  --name NAME [--minibatch N]
+//   dtrain bench  comm [options]           (under mpirun)
 // Each returns the process exit code and throws dtrain::Error on failure.
 #pragma once
 
@@ -13,6 +14,7 @@ namespace dtrain::engine {
 int cmd_train(const std::vector<std::string>& args);
 int cmd_data(const std::vector<std::string>& args);
 int cmd_model(const std::vector<std::string>& args);
+int cmd_bench_comm(const std::vector<std::string>& args);  // engine/bench_comm.cpp
 std::string usage();
 
 }  // namespace dtrain::engine

@@ -63,6 +63,11 @@ struct Options {
       ("dropout", po::value(&c.dropout)->default_value(c.dropout), "dropout probability (AlexNet variants)")
       ("mean", po::value(&mean), "per-channel mean of pixel/255, comma-separated")
       ("std", po::value(&std), "per-channel standard deviation of pixel/255, comma-separated")
+      ("mode", po::value(&c.mode)->default_value(c.mode), "gradient exchange: allreduce | ps | hybrid")
+      ("ps", po::value(&c.ps)->default_value(c.ps), "parameter-server ranks (the last ranks of the job)")
+      ("ranks-per-node", po::value(&c.ranks_per_node)->default_value(c.ranks_per_node), "group workers into virtual nodes of K (0: real nodes)")
+      ("bucket-mb", po::value(&c.bucket_mb)->default_value(c.bucket_mb), "allreduce bucket size, MiB")
+      ("max-chunk-elems", po::value(&c.max_chunk_elems)->default_value(c.max_chunk_elems), "largest single transfer, elements")
       ("metrics", po::value(&c.metrics), "JSON Lines metrics file (rank 0)")
       ("log-interval", po::value(&c.log_interval)->default_value(c.log_interval), "steps between metric lines")
       ("save-params", po::value(&c.save_params), "write the final parameters to this HDF5 file");
@@ -95,6 +100,15 @@ void validate(TrainConfig& c) {
        "lr-schedule", "'", c.lr_schedule, "' is not constant, step or cosine");
   need(c.lr_schedule != "step" || c.lr_step_epochs > 0.0f, "lr-step-epochs", "must be > 0 with lr-schedule = step");
   need(c.log_interval > 0, "log-interval", "must be > 0, got ", c.log_interval);
+  need(c.mode == "allreduce" || c.mode == "ps" || c.mode == "hybrid", "mode", "'", c.mode,
+       "' is not allreduce, ps or hybrid");
+  need(c.ps >= 0, "ps", "must be >= 0, got ", c.ps);
+  need(c.mode == "allreduce" ? c.ps == 0 : c.ps > 0, "ps",
+       c.mode == "allreduce" ? "must be 0 in allreduce mode (use --mode ps or hybrid)"
+                             : "must be > 0 in ps and hybrid modes");
+  need(c.ranks_per_node >= 0, "ranks-per-node", "must be >= 0, got ", c.ranks_per_node);
+  need(c.bucket_mb > 0, "bucket-mb", "must be > 0");
+  need(c.max_chunk_elems > 0 && c.max_chunk_elems < (int64_t{1} << 31), "max-chunk-elems", "must be in [1, 2^31)");
   for (float s : c.std) need(s > 0.0f, "std", "every value must be > 0");
 }
 

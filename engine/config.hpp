@@ -42,6 +42,13 @@ struct TrainConfig {
   std::vector<float> mean;   // per channel, on pixel/255 (empty = 0)
   std::vector<float> std;    // per channel (empty = 1)
 
+  // Distribution (DESIGN.md §3): world = workers + ps servers (the last ranks).
+  std::string mode = "allreduce";  // allreduce | ps | hybrid
+  int ps = 0;                // parameter-server ranks
+  int ranks_per_node = 0;    // 0: real nodes; K: virtual nodes of K workers
+  double bucket_mb = 1.0;    // allreduce bucket (fusion) size, MiB
+  int64_t max_chunk_elems = (int64_t{1} << 31) - 1;  // every transfer is cut below this
+
   std::string metrics;       // JSONL path ("" = none)
   int log_interval = 50;     // steps between metric lines
   std::string save_params;   // HDF5 with /params and /buffers at the end ("" = none)

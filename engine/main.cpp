@@ -19,6 +19,10 @@ int run(const std::string& cmd, const std::vector<std::string>& args) {
   if (cmd == "train") return cmd_train(args);
   if (cmd == "data") return cmd_data(args);
   if (cmd == "model") return cmd_model(args);
+  if (cmd == "bench") {
+    if (!args.empty() && args[0] == "comm") return cmd_bench_comm({args.begin() + 1, args.end()});
+    DT_USAGE("dtrain bench: which benchmark? (comm)");
+  }
   if (cmd == "--help" || cmd == "-h" || cmd == "help") {
     std::fputs(usage().c_str(), stdout);
     return dtrain::kExitOk;
@@ -36,7 +40,7 @@ int main(int argc, char** argv) {
   }
   const std::string cmd = argv[1];
   const std::vector<std::string> args(argv + 2, argv + argc);
-  const bool mpi = cmd == "train";
+  const bool mpi = cmd == "train" || cmd == "bench";
   int world = 1;
   if (mpi) {
     int provided = 0;

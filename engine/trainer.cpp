@@ -10,6 +10,8 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/settings.hpp"
+#include "comm/exchange.hpp"
+#include "comm/topology.hpp"
 #include "engine/metrics.hpp"
 #include "io/batch.hpp"
 #include "io/float_arrays.hpp"
@@ -48,8 +50,10 @@ struct Evaluation {
   double loss = 0, accuracy = 0;
 };
 
+// Scores this worker's shard of the test set; the sums are reduced over the
+// workers, so the result is identical for any number of ranks.
 Evaluation evaluate(layers::Net& net, layers::Backend& backend, const io::Hdf5Dataset& test,
-                    const TrainConfig& cfg, int rank, int world) {
+                    const TrainConfig& cfg, int rank, int world, comm::Exchange* ex) {
   int64_t n = test.n();
   if (cfg.max_test_samples > 0) n = std::min(n, cfg.max_test_samples);
   auto [begin, end] = io::eval_shard(n, world, rank);
@@ -72,24 +76,32 @@ Evaluation evaluate(layers::Net& net, layers::Backend& backend, const io::Hdf5Da
                                              probs.data(), &c);
     correct += c;
   }
-  // (With several workers the sums are reduced across ranks by the exchange.)
+  double sums[2] = {loss_sum, static_cast<double>(correct)};
+  if (ex) ex->sum_over_workers(sums, 2);
   Evaluation e;
-  e.loss = n > 0 ? loss_sum / static_cast<double>(n) : 0.0;
-  e.accuracy = n > 0 ? static_cast<double>(correct) / static_cast<double>(n) : 0.0;
+  e.loss = n > 0 ? sums[0] / static_cast<double>(n) : 0.0;
+  e.accuracy = n > 0 ? sums[1] / static_cast<double>(n) : 0.0;
   return e;
 }
 
 }  // namespace
 
-TrainResult train(const TrainConfig& cfg, int rank, int world) {
-  DT_CHECK(world == 1, "multi-rank training needs the exchange (comm/)");
-  const int threads = choose_threads(cfg, world);
+TrainResult train(const TrainConfig& cfg, MPI_Comm world_comm) {
+  int world_size = 1;
+  DT_CHECK_MPI(MPI_Comm_size(world_comm, &world_size));
+  comm::check_launcher(world_size);
+  comm::Topology topo(world_comm, {cfg.ps, cfg.ranks_per_node});
+  const int rank = topo.rank();
+  const int workers = topo.num_workers();
+  const int worker = topo.worker_index();
+  const int threads = choose_threads(cfg, topo.ranks_on_host());
   layers::set_cpu_threads(threads);
 
   std::unique_ptr<layers::Backend> backend =
       layers::make_backend(cfg.device == "cuda" ? "cuda" : (cfg.reference_kernels ? "reference" : "cpu"));
 
   // Datasets are validated before any work (DESIGN.md §5): bad files are UsageErrors.
+  // Servers open them too: the class count fixes the model's arena.
   io::Hdf5Dataset train_set(cfg.train_data);
   std::unique_ptr<io::Hdf5Dataset> test_set;
   if (!cfg.test_data.empty()) test_set = std::make_unique<io::Hdf5Dataset>(cfg.test_data);
@@ -112,9 +124,11 @@ TrainResult train(const TrainConfig& cfg, int rank, int world) {
 
   int64_t n_train = train_set.n();
   if (cfg.max_train_samples > 0) n_train = std::min(n_train, cfg.max_train_samples);
-  io::Sampler sampler(n_train, world, rank, cfg.minibatch, cfg.seed);
-  const int64_t spe = sampler.steps_per_epoch();
-  const int64_t global_batch = static_cast<int64_t>(cfg.minibatch) * world;
+  const int64_t global_batch = static_cast<int64_t>(cfg.minibatch) * workers;
+  if (n_train < global_batch)
+    DT_USAGE("option 'minibatch': the training set has ", n_train, " samples, fewer than one global batch of ",
+             workers, " workers × ", cfg.minibatch);
+  const int64_t spe = n_train / global_batch;  // = io::Sampler::steps_per_epoch()
 
   layers::LrSchedule sched;
   sched.kind = layers::LrSchedule::parse_kind(cfg.lr_schedule);
@@ -131,24 +145,51 @@ TrainResult train(const TrainConfig& cfg, int rank, int world) {
   so.decay_bias_bn = cfg.decay_bias_bn;
   layers::Sgd sgd(*backend, so, net.param_ranges(), net.num_params());
 
+  // The exchange exists whenever there is more than one rank.
+  std::unique_ptr<comm::Exchange> ex;
+  if (world_size > 1) {
+    comm::ExchangeOptions eo;
+    eo.mode = comm::parse_mode(cfg.mode);
+    eo.bucket_bytes = static_cast<size_t>(cfg.bucket_mb * 1048576.0);
+    eo.max_chunk_elems = static_cast<size_t>(cfg.max_chunk_elems);
+    ex = std::make_unique<comm::Exchange>(topo, eo, net.num_params());
+    ex->broadcast_params(net.params().data());
+  } else if (cfg.mode != "allreduce") {
+    DT_USAGE("option 'mode': ", cfg.mode, " needs parameter-server ranks; this job has 1 rank");
+  }
+
+  TrainResult result;
+  if (topo.is_server()) {
+    // The server applies the same SGD (momentum state here) to the slices it owns.
+    ex->serve(net.params().data(), [&](float* p, const float* g, size_t b, size_t e, int64_t step) {
+      sgd.step(p, g, sched.at(step), b, e);
+    });
+    result.server = true;
+    return result;
+  }
+
+  io::Sampler sampler(n_train, workers, worker, cfg.minibatch, cfg.seed);
   MetricsWriter metrics(rank == 0 ? cfg.metrics : std::string());
   if (rank == 0)
     log::info("dtrain: model ", cfg.model, " (", net.num_params(), " parameters), ", n_train,
-              " training samples, minibatch ", cfg.minibatch, " × ", world, " worker(s), ", spe,
-              " steps/epoch, ", threads, " thread(s), backend ", backend->name());
+              " training samples, minibatch ", cfg.minibatch, " × ", workers, " worker(s), ", spe,
+              " steps/epoch, ", threads, " thread(s)/rank, backend ", backend->name(), "; ",
+              topo.describe(), world_size > 1 ? std::string(", mode ") + cfg.mode : std::string());
 
   const int b = cfg.minibatch;
   std::vector<uint8_t> raw(static_cast<size_t>(b * train_set.sample_bytes()));
   std::vector<int32_t> labels(static_cast<size_t>(b));
   layers::Tensor x(layers::Shape(b, in.c(), in.h(), in.w()));
   layers::Tensor probs(layers::Shape::flat(b, k)), dlogits(layers::Shape::flat(b, k));
+  // Gradients are of the global-batch mean loss: the workers' sum is the 1-process gradient.
   const float loss_scale = 1.0f / static_cast<float>(global_batch);
   const auto fail_at = settings::fail_at_step();
   const auto fail_rank = settings::fail_rank();
+  const layers::GradReadyFn on_ready =
+      ex ? layers::GradReadyFn([&](size_t begin, size_t end) { ex->grads_ready(begin, end); }) : layers::GradReadyFn();
 
-  TrainResult result;
   int64_t step = 0;
-  double interval_loss = 0, t_compute = 0, t_io = 0;
+  double interval_loss = 0, t_compute = 0, t_io = 0, t_comm = 0, t_comm_busy = 0;
   int interval_steps = 0;
   auto interval_start = Clock::now();
   const auto run_start = Clock::now();
@@ -167,13 +208,16 @@ TrainResult train(const TrainConfig& cfg, int rank, int world) {
       auto t1 = Clock::now();
 
       const float lr = sched.at(step);
-      net.set_step_seed(cfg.seed * 1000003ull + static_cast<uint64_t>(step));
+      net.set_step_seed((cfg.seed * 1000003ull + static_cast<uint64_t>(step)) * 65537ull + static_cast<uint64_t>(worker));
       const layers::Tensor& logits = net.forward(x, /*train=*/true);
       int64_t correct = 0;
       double loss_sum = backend->softmax_xent_forward(logits.data(), labels.data(), b, k, probs.data(), &correct);
       backend->softmax_xent_backward(probs.data(), labels.data(), b, k, loss_scale, dlogits.data());
-      net.backward(dlogits);
-      sgd.step(net.params().data(), net.grads().data(), lr);
+      if (ex) ex->begin_step(step);
+      net.backward(dlogits, on_ready);
+      comm::StepTimes ct;
+      if (ex) ct = ex->finish_step(net.params().data(), net.grads().data());
+      if (!ex || !ex->servers_update()) sgd.step(net.params().data(), net.grads().data(), lr);
       auto t2 = Clock::now();
 
       double loss = loss_sum / b;
@@ -181,24 +225,35 @@ TrainResult train(const TrainConfig& cfg, int rank, int world) {
         DT_FAIL("training loss is ", loss, " at step ", step, " (epoch ", epoch, ", lr ", lr,
                 "): diverged; lower --lr or check the data");
       t_io += std::chrono::duration<double>(t1 - t0).count();
-      t_compute += std::chrono::duration<double>(t2 - t1).count();
+      t_compute += std::chrono::duration<double>(t2 - t1).count() - ct.exposed_s;
+      t_comm += ct.exposed_s;
+      t_comm_busy += ct.busy_s;
       interval_loss += loss;
       ++interval_steps;
       ++step;
       if (interval_steps == cfg.log_interval || s == spe - 1) {
         double dt = seconds_since(interval_start);
         double ips = static_cast<double>(interval_steps * global_batch) / dt;
-        result.last_loss = interval_loss / interval_steps;
+        double mean_loss = interval_loss / interval_steps;
+        if (ex) {  // the loss of all workers, not only rank 0's shard
+          double l = mean_loss;
+          ex->sum_over_workers(&l, 1);
+          mean_loss = l / workers;
+        }
+        result.last_loss = mean_loss;
         if (rank == 0) {
-          metrics.write({{"kind", "step"}, {"step", step}, {"epoch", epoch}, {"loss", result.last_loss},
-                         {"lr", lr}, {"images_per_s", ips}, {"t_compute_s", t_compute / interval_steps},
-                         {"t_comm_s", 0.0}, {"t_io_wait_s", t_io / interval_steps}});
-          std::printf("epoch %d step %lld/%lld loss %.4f lr %.4g %.0f img/s (T_C %.2f ms, io %.2f ms)\n",
-                      epoch + 1, static_cast<long long>(s + 1), static_cast<long long>(spe), result.last_loss,
-                      lr, ips, 1e3 * t_compute / interval_steps, 1e3 * t_io / interval_steps);
+          double hidden = t_comm_busy > 0 ? std::clamp(1.0 - t_comm / t_comm_busy, 0.0, 1.0) : 0.0;
+          metrics.write({{"kind", "step"}, {"step", step}, {"epoch", epoch}, {"loss", mean_loss}, {"lr", lr},
+                         {"images_per_s", ips}, {"t_compute_s", t_compute / interval_steps},
+                         {"t_comm_s", t_comm / interval_steps}, {"t_io_wait_s", t_io / interval_steps},
+                         {"t_comm_total_s", t_comm_busy / interval_steps}, {"comm_hidden_fraction", hidden}});
+          std::printf("epoch %d step %lld/%lld loss %.4f lr %.4g %.0f img/s (T_C %.2f ms, comm %.2f ms exposed of %.2f, io %.2f ms)\n",
+                      epoch + 1, static_cast<long long>(s + 1), static_cast<long long>(spe), mean_loss, lr, ips,
+                      1e3 * t_compute / interval_steps, 1e3 * t_comm / interval_steps,
+                      1e3 * t_comm_busy / interval_steps, 1e3 * t_io / interval_steps);
           std::fflush(stdout);
         }
-        interval_loss = t_compute = t_io = 0;
+        interval_loss = t_compute = t_io = t_comm = t_comm_busy = 0;
         interval_steps = 0;
         interval_start = Clock::now();
       }
@@ -210,8 +265,11 @@ TrainResult train(const TrainConfig& cfg, int rank, int world) {
     result.epochs = epoch + 1;
     double epoch_time = seconds_since(epoch_start);
     train_seconds += epoch_time;
+    // Batch-norm running statistics: the mean over workers, so every rank
+    // evaluates (and saves) the same model.
+    if (ex && net.buffers().numel() > 0) ex->average_over_workers(net.buffers().data(), static_cast<size_t>(net.buffers().numel()));
     if (test_set) {
-      Evaluation e = evaluate(net, *backend, *test_set, cfg, rank, world);
+      Evaluation e = evaluate(net, *backend, *test_set, cfg, worker, workers, ex.get());
       result.test_loss = e.loss;
       result.test_accuracy = e.accuracy;
       if (rank == 0) {
@@ -224,6 +282,7 @@ TrainResult train(const TrainConfig& cfg, int rank, int world) {
     }
     interval_start = Clock::now();  // evaluation is not training time
   }
+  if (ex) ex->stop();
   result.steps = step;
   result.seconds = seconds_since(run_start);
   result.images_per_s = static_cast<double>(step * global_batch) / train_seconds;

@@ -1,11 +1,17 @@
 // engine/trainer.hpp — the training loop of one rank.
 //
-// Per step: read this worker's minibatch (io::Sampler), decode it, forward,
-// softmax cross-entropy, backward, SGD; time the parts (T_C = forward +
-// backward + update, t_io_wait = reading and decoding); log metrics every
-// log-interval steps; score the test set after every epoch. A non-finite loss
-// stops the run with an Error naming the step (no silent NaN).
+// Workers, per step: read this worker's minibatch (io::Sampler), decode it,
+// forward, softmax cross-entropy, backward — with each layer's gradient range
+// handed to the exchange as soon as it is final, so buckets travel while
+// backward continues — then finish the exchange and update (locally in
+// allreduce mode; the servers' new parameters in ps/hybrid mode). Parameter
+// servers run the exchange's server loop with the same SGD over flat ranges.
+// Times per step: T_C = forward + backward + local update, t_comm = exchange
+// time NOT hidden under backward, t_io_wait = reading and decoding. A
+// non-finite loss stops the run with an Error naming the step (no silent NaN).
 #pragma once
+
+#include <mpi.h>
 
 #include <cstdint>
 #include <vector>
@@ -17,14 +23,15 @@ namespace dtrain::engine {
 struct TrainResult {
   int64_t steps = 0;
   int epochs = 0;
-  double last_loss = 0;        // mean training loss of the last log interval
+  double last_loss = 0;        // mean training loss (all workers) of the last log interval
   double test_loss = -1;       // of the last evaluation (−1: none)
   double test_accuracy = -1;   // in [0, 1]
   double images_per_s = 0;     // training throughput, evaluation excluded (all workers)
   double seconds = 0;          // wall time of the loop, evaluation included
+  bool server = false;         // this rank was a parameter server
 };
 
-// Runs the job on this process. rank/world: MPI identity (1 process for now).
-TrainResult train(const TrainConfig& cfg, int rank = 0, int world = 1);
+// Runs the job on this rank of `world` (collective: every rank calls it).
+TrainResult train(const TrainConfig& cfg, MPI_Comm world = MPI_COMM_WORLD);
 
 }  // namespace dtrain::engine

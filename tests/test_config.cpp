@@ -66,4 +66,9 @@ TEST_CASE("bad jobs are usage errors naming the key", "[config]") {
   CHECK_THAT(usage_message({"--minibatch", "8"}), Catch::Contains("train-data"));
   CHECK_THAT(usage_message({"--train-data", "a.h5", "--no-such-option", "1"}), Catch::Contains("no-such-option"));
   CHECK_THAT(usage_message({"--job", "/nonexistent/job.ini"}), Catch::Contains("/nonexistent/job.ini"));
+  CHECK_THAT(usage_message({"--train-data", "a.h5", "--mode", "gossip"}), Catch::Contains("mode"));
+  CHECK_THAT(usage_message({"--train-data", "a.h5", "--mode", "ps"}), Catch::Contains("'ps'"));
+  CHECK_THAT(usage_message({"--train-data", "a.h5", "--ps", "1"}), Catch::Contains("'ps'"));
+  CHECK_THAT(usage_message({"--train-data", "a.h5", "--ranks-per-node", "-1"}), Catch::Contains("ranks-per-node"));
+  CHECK_THAT(usage_message({"--train-data", "a.h5", "--max-chunk-elems", "0"}), Catch::Contains("max-chunk-elems"));
 }

@@ -1,0 +1,181 @@
+// engine/bench_comm.cpp — `dtrain bench comm`: time and bandwidth of the three
+// exchange modes next to raw MPI_Allreduce of the same size on the same ranks,
+// and the point-to-point limit (a ping-pong of the same size between world
+// ranks 0 and 1).
+//
+// Figures per message size S bytes (t = median time of one operation):
+//   algbw = S / t
+//   busbw (allreduce) = algbw · 2(n−1)/n   (NCCL's convention: the bytes each
+//                                          rank must move in an optimal ring)
+//   busbw (ps, hybrid) = algbw · 2         (each sender pushes S and pulls S)
+//   ping-pong bandwidth = S / (round trip / 2)
+#include <mpi.h>
+
+#include <algorithm>
+#include <boost/program_options.hpp>
+#include <chrono>
+#include <cstdio>
+#include <sstream>
+#include <vector>
+
+#include "comm/exchange.hpp"
+#include "comm/topology.hpp"
+#include "core/error.hpp"
+#include "engine/commands.hpp"
+
+namespace po = boost::program_options;
+
+namespace dtrain::engine {
+
+namespace {
+
+double now() { return MPI_Wtime(); }
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Time of one exchange step of `floats` gradients in mode m (median over iters), on the workers;
+// servers serve. Returns the time on world rank 0 (0 on servers).
+double time_exchange(const comm::Topology& topo, comm::Mode m, size_t floats, int iters) {
+  comm::ExchangeOptions eo;
+  eo.mode = m;
+  eo.bucket_bytes = std::max<size_t>(floats * 4 / 4, 1 << 20);  // ~4 buckets for large messages
+  comm::Exchange ex(topo, eo, floats);
+  std::vector<float> params(floats, 1.0f), grads(floats, 1e-3f);
+  if (topo.is_server()) {
+    ex.serve(params.data(), [](float* p, const float* g, size_t b, size_t e, int64_t) {
+      for (size_t i = b; i < e; ++i) p[i] -= 0.01f * g[i];
+    });
+    return 0;
+  }
+  std::vector<double> t;
+  for (int i = 0; i < iters + 1; ++i) {
+    MPI_Barrier(topo.workers());
+    double t0 = now();
+    ex.begin_step(i);
+    ex.grads_ready(0, floats);
+    ex.finish_step(params.data(), grads.data());
+    double dt = now() - t0;
+    double worst = 0;
+    MPI_Allreduce(&dt, &worst, 1, MPI_DOUBLE, MPI_MAX, topo.workers());
+    if (i > 0) t.push_back(worst);  // the first is a warm-up
+  }
+  ex.stop();
+  return median(t);
+}
+
+double time_mpi_allreduce(MPI_Comm c, size_t floats, int iters) {
+  std::vector<float> a(floats, 1.0f), b(floats);
+  std::vector<double> t;
+  for (int i = 0; i < iters + 1; ++i) {
+    MPI_Barrier(c);
+    double t0 = now();
+    DT_CHECK(floats < (size_t{1} << 31), "raw MPI_Allreduce of more than 2^31 elements");
+    MPI_Allreduce(a.data(), b.data(), static_cast<int>(floats), MPI_FLOAT, MPI_SUM, c);
+    double dt = now() - t0, worst = 0;
+    MPI_Allreduce(&dt, &worst, 1, MPI_DOUBLE, MPI_MAX, c);
+    if (i > 0) t.push_back(worst);
+  }
+  return median(t);
+}
+
+double time_pingpong(MPI_Comm world, size_t bytes, int iters) {
+  int rank = 0;
+  MPI_Comm_rank(world, &rank);
+  std::vector<char> buf(bytes);
+  std::vector<double> t;
+  for (int i = 0; i < iters + 1; ++i) {
+    MPI_Barrier(world);
+    double t0 = now();
+    // Chunked below 2^31 bytes.
+    for (size_t off = 0; off < bytes || (bytes == 0 && off == 0); off += size_t{1} << 30) {
+      int n = static_cast<int>(std::min(bytes - off, size_t{1} << 30));
+      if (rank == 0) {
+        MPI_Send(buf.data() + off, n, MPI_BYTE, 1, 7, world);
+        MPI_Recv(buf.data() + off, n, MPI_BYTE, 1, 7, world, MPI_STATUS_IGNORE);
+      } else if (rank == 1) {
+        MPI_Recv(buf.data() + off, n, MPI_BYTE, 0, 7, world, MPI_STATUS_IGNORE);
+        MPI_Send(buf.data() + off, n, MPI_BYTE, 0, 7, world);
+      }
+      if (bytes == 0) break;
+    }
+    double dt = (now() - t0) / 2;  // one way
+    MPI_Bcast(&dt, 1, MPI_DOUBLE, 0, world);
+    if (i > 0) t.push_back(dt);
+  }
+  return median(t);
+}
+
+}  // namespace
+
+int cmd_bench_comm(const std::vector<std::string>& args) {
+  int ps = 0, rpn = 0, iters = 5;
+  double min_kb = 4, max_mb = 256;
+  po::options_description desc("dtrain bench comm [--ps N] [--ranks-per-node K] [--min-kb 4] [--max-mb 256] [--iters 5]");
+  desc.add_options()("help,h", "this help")("ps", po::value(&ps)->default_value(0), "servers for the ps and hybrid rows (0: world/4, at least 1)")(
+      "ranks-per-node", po::value(&rpn)->default_value(0), "virtual nodes for hybrid (0: real nodes)")(
+      "min-kb", po::value(&min_kb)->default_value(4), "smallest message, KiB")(
+      "max-mb", po::value(&max_mb)->default_value(256), "largest message, MiB")(
+      "iters", po::value(&iters)->default_value(5), "timed repetitions per size (median)");
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(desc).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    DT_USAGE("dtrain bench comm: ", e.what());
+  }
+  if (vm.count("help")) {
+    std::printf("%s", (std::ostringstream() << desc).str().c_str());
+    return kExitOk;
+  }
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (size < 2) DT_USAGE("dtrain bench comm needs at least 2 ranks (mpirun -np N)");
+  if (iters < 1) DT_USAGE("dtrain bench comm: option 'iters' must be >= 1");
+  if (ps == 0) ps = std::max(1, size / 4);
+  comm::check_launcher(size);
+  comm::Topology all(MPI_COMM_WORLD, {0, 0});
+  const bool with_ps = size - ps >= 1;
+  std::unique_ptr<comm::Topology> servers;
+  if (with_ps) servers = std::make_unique<comm::Topology>(MPI_COMM_WORLD, comm::TopologyOptions{ps, rpn});
+  if (rank == 0) {
+    std::printf("dtrain bench comm: %d ranks; allreduce rows over all %d; ps/hybrid rows: %s\n", size, size,
+                with_ps ? servers->describe().c_str() : "none");
+    std::printf("%10s %12s %12s %10s %12s %12s %12s %12s %12s\n", "size", "MPI_Allr ms", "allreduce ms", "ratio",
+                "busbw GB/s", "pingpong GB/s", "bus/pp", "ps ms", "hybrid ms");
+  }
+  const double n = size;
+  for (double bytes = min_kb * 1024; bytes <= max_mb * 1048576.0 + 1; bytes *= 4) {
+    size_t floats = static_cast<size_t>(bytes) / 4;
+    int it = bytes >= 64.0 * 1048576 ? std::max(2, iters / 2) : iters;
+    double t_mpi = time_mpi_allreduce(MPI_COMM_WORLD, floats, it);
+    double t_ar = time_exchange(all, comm::Mode::allreduce, floats, it);
+    double t_pp = time_pingpong(MPI_COMM_WORLD, static_cast<size_t>(bytes), it);
+    double t_ps = 0, t_hy = 0;
+    if (with_ps) {
+      t_ps = time_exchange(*servers, comm::Mode::ps, floats, it);
+      t_hy = time_exchange(*servers, comm::Mode::hybrid, floats, it);
+    }
+    if (rank == 0) {
+      double busbw = bytes / t_ar * 2 * (n - 1) / n / 1e9;
+      double pp = bytes / t_pp / 1e9;
+      char label[32];
+      if (bytes >= 1048576)
+        std::snprintf(label, sizeof label, "%.0f MiB", bytes / 1048576);
+      else
+        std::snprintf(label, sizeof label, "%.0f KiB", bytes / 1024);
+      std::printf("%10s %12.3f %12.3f %10.2f %12.2f %12.2f %12.2f %12.3f %12.3f\n", label, 1e3 * t_mpi, 1e3 * t_ar,
+                  t_mpi / t_ar, busbw, pp, busbw / pp, 1e3 * t_ps, 1e3 * t_hy);
+      std::fflush(stdout);
+    }
+  }
+  if (rank == 0)
+    std::printf("ratio = MPI_Allreduce time / dtrain allreduce time (> 1: dtrain faster); busbw = size/t · 2(n−1)/n;\n"
+                "pingpong = size / one-way time between ranks 0 and 1; ps/hybrid: one push+pull step of the whole message\n");
+  return kExitOk;
+}
+
+}  // namespace dtrain::engine

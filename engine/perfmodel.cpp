@@ -1,0 +1,79 @@
+// engine/perfmodel.cpp — the formulas of perfmodel.hpp.
+#include "engine/perfmodel.hpp"
+
+#include <climits>
+#include <cmath>
+#include <limits>
+
+#include "core/error.hpp"
+
+namespace dtrain::engine::perf {
+
+double efficiency(double r_o, int g) {
+  DT_CHECK(r_o >= 0 && g >= 1, "efficiency: R_O ", r_o, " and G ", g);
+  return (1.0 + r_o) / (1.0 + g * r_o);
+}
+
+double speedup(double r_o, int g) { return g * efficiency(r_o, g); }
+
+double speedup_limit(double r_o) {
+  DT_CHECK(r_o >= 0, "speedup_limit: R_O ", r_o);
+  return r_o == 0 ? std::numeric_limits<double>::infinity() : (1.0 + r_o) / r_o;
+}
+
+int max_workers(double r_o, double target) {
+  DT_CHECK(r_o >= 0 && target > 0 && target <= 1, "max_workers: R_O ", r_o, ", target ", target);
+  if (r_o == 0) return INT_MAX;
+  double g = ((1.0 + r_o) / target - 1.0) / r_o;
+  return std::max(1, static_cast<int>(std::floor(g + 1e-9)));
+}
+
+int ps_count(int senders, double p, double b_ps, double t_c, bool full_duplex) {
+  DT_CHECK(senders >= 1 && p >= 0 && b_ps > 0 && t_c > 0, "ps_count: bad arguments");
+  double bytes = (full_duplex ? 1.0 : 2.0) * senders * p;
+  return std::max(1, static_cast<int>(std::ceil(bytes / (b_ps * t_c) - 1e-9)));
+}
+
+bool sender_link_ok(double p, double b_worker, double t_c) {
+  DT_CHECK(p >= 0 && b_worker > 0 && t_c > 0, "sender_link_ok: bad arguments");
+  return 2.0 * p / b_worker <= t_c;
+}
+
+double ps_exchange_time(int senders, int num_ps, double p, double b_ps, double b_worker) {
+  DT_CHECK(senders >= 1 && num_ps >= 1 && b_ps > 0 && b_worker > 0, "ps_exchange_time: bad arguments");
+  return std::max(2.0 * senders * p / (num_ps * b_ps), 2.0 * p / b_worker);
+}
+
+double ring_allreduce_time(int g, double p, double b) {
+  DT_CHECK(g >= 1 && b > 0, "ring_allreduce_time: bad arguments");
+  return 2.0 * (g - 1) / g * p / b;
+}
+
+double byteps_time(int n, int k, double m, double b) {
+  DT_CHECK(n >= 2 && k >= 0 && b > 0, "byteps_time: n ", n, ", k ", k);
+  double nn = n;
+  return 2.0 * nn * (nn - 1) * m / ((nn * nn + k * nn - 2.0 * k) * b);
+}
+
+int choose_minibatch(const std::vector<MinibatchCandidate>& c, double budget, double tolerance) {
+  double best = 0;
+  for (const auto& x : c)
+    if (x.memory_bytes <= budget) best = std::max(best, x.images_per_s);
+  int pick = -1;
+  for (size_t i = 0; i < c.size(); ++i) {
+    const auto& x = c[i];
+    if (x.memory_bytes > budget || x.images_per_s < (1.0 - tolerance) * best) continue;
+    if (pick < 0 || x.minibatch < c[static_cast<size_t>(pick)].minibatch) pick = static_cast<int>(i);
+  }
+  return pick;
+}
+
+ScaledLr scale_lr(double base_lr, int base_batch, int global_batch, double warmup_epochs) {
+  DT_CHECK(base_batch > 0 && global_batch > 0 && base_lr > 0, "scale_lr: bad arguments");
+  ScaledLr r;
+  r.lr = base_lr * global_batch / base_batch;
+  r.warmup_epochs = global_batch > base_batch ? warmup_epochs : 0.0;
+  return r;
+}
+
+}  // namespace dtrain::engine::perf

@@ -1,0 +1,67 @@
+// engine/perfmodel.hpp — the performance model of distributed training
+// (DESIGN.md §4), as pure functions. Notation of Zou et al., "Distributed
+// Training Large-Scale Deep Architectures" (2017): G workers (GPUs), X_mini
+// minibatch per worker, T_C compute time per iteration (seconds), T_O
+// non-overlapped overhead per iteration (seconds), R_O = T_O / T_C, P bytes of
+// parameters, B bandwidths in bytes/second. Every function throws Error on
+// arguments outside its domain (negative times, zero workers).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace dtrain::engine::perf {
+
+// Efficiency when the overhead grows with G (all workers share the PS links),
+// Zou et al. 2017 (Amdahl's law applied to distributed training):
+//   α(G) = (1 + R_O) / (1 + G·R_O)
+double efficiency(double r_o, int g);
+// Speedup S(G) = G·α(G); it saturates at (1 + R_O)/R_O as G → ∞.
+double speedup(double r_o, int g);
+double speedup_limit(double r_o);  // (1 + R_O)/R_O (infinity when R_O = 0)
+// Largest G whose efficiency stays ≥ target:  G ≤ ((1 + R_O)/α* − 1)/R_O
+// (solving α(G) ≥ α* for G). Returns INT32_MAX when R_O = 0.
+int max_workers(double r_o, double target_efficiency);
+
+// Parameter servers needed so that the exchange hides under compute
+// (reconstructed, DESIGN.md §4): each of G senders pushes P gradient bytes and
+// pulls P parameter bytes per iteration over N_ps servers of bandwidth B_ps:
+//   2·G·P / (N_ps·B_ps) ≤ T_C   ⇒   N_ps = ⌈2·G·P / (B_ps·T_C)⌉
+// full duplex (push and pull at once): N_ps = ⌈G·P / (B_ps·T_C)⌉. In hybrid
+// mode G is the number of nodes (only node leaders send). At least 1.
+int ps_count(int senders, double param_bytes, double ps_bandwidth, double t_c, bool full_duplex = false);
+// The sender's own link must carry 2·P per iteration within T_C.
+bool sender_link_ok(double param_bytes, double worker_bandwidth, double t_c);
+// Time of one PS exchange step for G senders over N_ps servers (the slower of
+// the servers' aggregate link and the sender's link):
+//   t = max(2·G·P / (N_ps·B_ps), 2·P / B_worker)
+double ps_exchange_time(int senders, int num_ps, double param_bytes, double ps_bandwidth, double worker_bandwidth);
+// Ring allreduce of P bytes over G ranks at bandwidth B: 2(G−1)/G · P / B.
+double ring_allreduce_time(int g, double param_bytes, double bandwidth);
+// BytePS's closed form (Jiang et al., OSDI 2020, §3.1) for n workers with k
+// CPU servers mixing allreduce and PS: t = 2n(n−1)M / ((n² + kn − 2k)·B).
+double byteps_time(int n, int k, double message_bytes, double bandwidth);
+
+// The authors' minibatch procedure: candidates are the minibatch sizes whose
+// memory fits (fixed bytes + per-sample bytes · X ≤ budget); among them take
+// the SMALLEST whose measured throughput (images/s) is within `tolerance`
+// (e.g. 0.05) of the best — the knee. Returns the index into `candidates`, or
+// −1 when none fits.
+struct MinibatchCandidate {
+  int minibatch = 0;
+  double memory_bytes = 0;   // parameters + gradients + optimizer state + activations + workspace
+  double images_per_s = 0;   // measured
+};
+int choose_minibatch(const std::vector<MinibatchCandidate>& candidates, double memory_budget_bytes,
+                     double tolerance = 0.05);
+
+// Linear scaling rule with warm-up (Goyal et al. 2017): lr = base_lr ·
+// global_batch / base_batch, reached after `warmup` epochs (5 in the paper
+// for large batches; 0 when global_batch ≤ base_batch).
+struct ScaledLr {
+  double lr = 0;
+  double warmup_epochs = 0;
+};
+ScaledLr scale_lr(double base_lr, int base_batch, int global_batch, double warmup_epochs = 5.0);
+
+}  // namespace dtrain::engine::perf

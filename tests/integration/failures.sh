@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Failures end the whole job: a rank that throws stops every rank within 30 s
+# with a non-zero exit naming the rank and the cause, leaving no process
+# behind; impossible layouts and a launcher mismatch are exit-code-2 errors.
+source "$(dirname "$0")/lib.sh"
+D="$WORK/data"
+args=(--job "$SRC/jobs/fashion_lenet.ini" --train-data "$D/fashion-mnist-train.h5" --test-data ""
+      --metrics "" --threads 1 --log-interval 1000)
+start=$(date +%s)
+out=$(DTRAIN_FAIL_AT_STEP=5 DTRAIN_FAIL_RANK=2 timeout 120 mpirun -np 5 --oversubscribe --bind-to none \
+      "$DTRAIN" train "${args[@]}" --minibatch 16 --mode hybrid --ps 1 --ranks-per-node 2 2>&1) && fail "job succeeded: $out"
+took=$(( $(date +%s) - start ))
+echo "$out" | tail -5
+grep -q "rank 2: .*injected failure at step 5" <<<"$out" || fail "message does not name rank 2 and the cause"
+[ "$took" -le 30 ] || fail "the job took $took s to stop"
+sleep 1
+if pgrep -f "$DTRAIN train" >/dev/null; then fail "processes left behind: $(pgrep -af "$DTRAIN train")"; fi
+echo "ok: stopped in $took s"
+# Impossible layouts: as many servers as ranks; virtual nodes that do not divide the workers.
+expect_exit 2 "ps" -- mpirun -np 2 --oversubscribe "$DTRAIN" train "${args[@]}" --mode ps --ps 2
+expect_exit 2 "ranks-per-node" -- mpirun -np 4 --oversubscribe "$DTRAIN" train "${args[@]}" --mode hybrid --ps 1 --ranks-per-node 2
+# srun with a mismatched PMI starts N singletons: each sees world size 1.
+expect_exit 2 "SLURM_NTASKS" -- env SLURM_NTASKS=4 "$DTRAIN" train "${args[@]}"

@@ -1,0 +1,72 @@
+// tests/test_perfmodel.cpp — the performance model against hand arithmetic.
+#include <catch2/catch.hpp>
+
+#include <climits>
+
+#include "core/error.hpp"
+#include "engine/perfmodel.hpp"
+
+using namespace dtrain::engine::perf;
+
+TEST_CASE("efficiency and speedup (Zou et al. 2017)", "[perfmodel]") {
+  // R_O = 0.1, G = 8: α = 1.1 / 1.8 = 0.6111…, S = 8·0.6111 = 4.888…
+  CHECK(efficiency(0.1, 8) == Approx(1.1 / 1.8));
+  CHECK(speedup(0.1, 8) == Approx(8 * 1.1 / 1.8));
+  CHECK(efficiency(0.1, 1) == Approx(1.0));  // one worker: no loss
+  CHECK(speedup(0.0, 64) == Approx(64.0));   // no overhead: linear
+  // Saturation: (1 + 0.1)/0.1 = 11.
+  CHECK(speedup_limit(0.1) == Approx(11.0));
+  CHECK(speedup(0.1, 100000) == Approx(11.0).epsilon(1e-3));
+  // Largest G at α* = 0.8 with R_O = 0.05: ((1.05/0.8) − 1)/0.05 = (1.3125 − 1)/0.05 = 6.25 → 6.
+  CHECK(max_workers(0.05, 0.8) == 6);
+  CHECK(efficiency(0.05, 6) >= 0.8);
+  CHECK(efficiency(0.05, 7) < 0.8);
+  CHECK(max_workers(0.0, 0.9) == INT_MAX);
+  REQUIRE_THROWS_AS(efficiency(-1, 2), dtrain::Error);
+  REQUIRE_THROWS_AS(efficiency(0.1, 0), dtrain::Error);
+}
+
+TEST_CASE("parameter-server count", "[perfmodel]") {
+  // AlexNet: P = 244 MB, 8 senders, B_ps = 1.25 GB/s (10 GbE), T_C = 0.5 s:
+  // 2·8·244e6 / (1.25e9·0.5) = 3904e6 / 625e6 = 6.2464 → 7 servers.
+  CHECK(ps_count(8, 244e6, 1.25e9, 0.5) == 7);
+  // Full duplex halves the traffic: 3.1232 → 4.
+  CHECK(ps_count(8, 244e6, 1.25e9, 0.5, true) == 4);
+  // Hybrid with 2 nodes of 4 GPUs: G = 2 senders → 2·2·244e6/625e6 = 1.5616 → 2.
+  CHECK(ps_count(2, 244e6, 1.25e9, 0.5) == 2);
+  CHECK(ps_count(1, 1.0, 1e9, 1.0) == 1);  // never 0
+  // The paper's observation: 244 MB over 1 GbE (0.125 GB/s) takes 2·244e6/0.125e9 = 3.9 s
+  // per iteration on the sender's own link — far above a 0.5 s T_C.
+  CHECK_FALSE(sender_link_ok(244e6, 0.125e9, 0.5));
+  CHECK(sender_link_ok(244e6, 12.5e9, 0.5));  // 100 Gb/s InfiniBand: 0.039 s
+  // Exchange time: max(2·4·1e8/(2·1e9), 2·1e8/1e10) = max(0.4, 0.02) = 0.4 s.
+  CHECK(ps_exchange_time(4, 2, 1e8, 1e9, 1e10) == Approx(0.4));
+  // Ring allreduce of 100 MB over 4 ranks at 1 GB/s: 2·3/4·0.1 = 0.15 s.
+  CHECK(ring_allreduce_time(4, 1e8, 1e9) == Approx(0.15));
+}
+
+TEST_CASE("BytePS closed form", "[perfmodel]") {
+  // k = 0 is the allreduce optimum: 2n(n−1)M/(n²B) = 2(n−1)/n · M/B.
+  CHECK(byteps_time(4, 0, 1e8, 1e9) == Approx(ring_allreduce_time(4, 1e8, 1e9)));
+  // k = n: 2n(n−1)M/((2n² − 2n)B) = M/B — the PS optimum.
+  CHECK(byteps_time(8, 8, 1e8, 1e9) == Approx(0.1));
+  // n = 4, k = 2: 2·4·3/(16 + 8 − 4) = 24/20 = 1.2 → 0.12 s for 100 MB at 1 GB/s.
+  CHECK(byteps_time(4, 2, 1e8, 1e9) == Approx(0.12));
+}
+
+TEST_CASE("minibatch at the knee of the throughput curve", "[perfmodel]") {
+  std::vector<MinibatchCandidate> c{
+      {16, 1e9, 100}, {32, 2e9, 180}, {64, 4e9, 196}, {128, 8e9, 200}, {256, 16e9, 201}};
+  // Budget 10 GB: 256 does not fit; best fitting = 200 (128); within 5%: ≥ 190 → 64 is the knee.
+  CHECK(c[static_cast<size_t>(choose_minibatch(c, 10e9, 0.05))].minibatch == 64);
+  // Tolerance 1%: ≥ 198 → 128.
+  CHECK(c[static_cast<size_t>(choose_minibatch(c, 10e9, 0.01))].minibatch == 128);
+  CHECK(choose_minibatch(c, 0.5e9) == -1);
+}
+
+TEST_CASE("linear learning-rate scaling with warm-up (Goyal et al. 2017)", "[perfmodel]") {
+  ScaledLr s = scale_lr(0.1, 256, 8192);
+  CHECK(s.lr == Approx(3.2));
+  CHECK(s.warmup_epochs == Approx(5.0));
+  CHECK(scale_lr(0.05, 64, 64).warmup_epochs == 0.0);
+}
