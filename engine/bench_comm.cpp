@@ -54,7 +54,7 @@ double time_exchange(const comm::Topology& topo, comm::Mode m, size_t floats, in
   for (int i = 0; i < iters + 1; ++i) {
     MPI_Barrier(topo.workers());
     double t0 = now();
-    ex.begin_step(i);
+    ex.begin_step(i, params.data(), grads.data());
     ex.grads_ready(0, floats);
     ex.finish_step(params.data(), grads.data());
     double dt = now() - t0;

@@ -2,6 +2,7 @@
 #include "engine/config.hpp"
 
 #include <boost/program_options.hpp>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -61,6 +62,10 @@ struct Options {
       ("weight-decay", po::value(&c.weight_decay)->default_value(c.weight_decay), "L2 weight decay")
       ("decay-bias-bn", po::value(&c.decay_bias_bn)->default_value(c.decay_bias_bn), "apply weight decay to biases and batch-norm parameters too")
       ("dropout", po::value(&c.dropout)->default_value(c.dropout), "dropout probability (AlexNet variants)")
+      ("loader-threads", po::value(&c.loader_threads)->default_value(c.loader_threads), "prefetch threads per rank (0: SLURM_CPUS_PER_TASK, else cores / ranks)")
+      ("loader-depth", po::value(&c.loader_depth)->default_value(c.loader_depth), "minibatches prefetched ahead")
+      ("augment-pad", po::value(&c.augment_pad)->default_value(c.augment_pad), "random crop after zero padding of this many pixels (0: off)")
+      ("augment-flip", po::value(&c.augment_flip)->default_value(c.augment_flip), "random horizontal flip")
       ("mean", po::value(&mean), "per-channel mean of pixel/255, comma-separated")
       ("std", po::value(&std), "per-channel standard deviation of pixel/255, comma-separated")
       ("mode", po::value(&c.mode)->default_value(c.mode), "gradient exchange: allreduce | ps | hybrid")
@@ -91,11 +96,22 @@ void validate(TrainConfig& c) {
   need(c.max_train_samples >= 0, "max-train-samples", "must be >= 0");
   need(c.max_test_samples >= 0, "max-test-samples", "must be >= 0");
   need(c.threads >= 0, "threads", "must be >= 0, got ", c.threads);
-  need(c.lr > 0.0f, "lr", "must be > 0, got ", c.lr);
+  need(c.minibatch <= (1 << 16), "minibatch", "must be <= 65536, got ", c.minibatch);
+  need(c.eval_minibatch <= (1 << 16), "eval-minibatch", "must be <= 65536, got ", c.eval_minibatch);
+  need(c.seed >= 0, "seed", "must be >= 0, got ", c.seed);
+  need(c.loader_threads >= 0 && c.loader_threads <= 256, "loader-threads", "must be in [0, 256], got ", c.loader_threads);
+  need(c.loader_depth >= 1 && c.loader_depth <= 64, "loader-depth", "must be in [1, 64], got ", c.loader_depth);
+  need(c.augment_pad >= 0 && c.augment_pad <= 64, "augment-pad", "must be in [0, 64], got ", c.augment_pad);
+  need(std::isfinite(c.lr) && c.lr > 0.0f, "lr", "must be a finite number > 0, got ", c.lr);
+  need(std::isfinite(c.lr_gamma) && c.lr_gamma > 0.0f && c.lr_gamma <= 1.0f, "lr-gamma", "must be in (0, 1], got ", c.lr_gamma);
   need(c.momentum >= 0.0f && c.momentum < 1.0f, "momentum", "must be in [0, 1), got ", c.momentum);
-  need(c.weight_decay >= 0.0f, "weight-decay", "must be >= 0, got ", c.weight_decay);
+  need(std::isfinite(c.weight_decay) && c.weight_decay >= 0.0f, "weight-decay", "must be a finite number >= 0, got ", c.weight_decay);
   need(c.dropout >= 0.0f && c.dropout < 1.0f, "dropout", "must be in [0, 1), got ", c.dropout);
-  need(c.warmup_epochs >= 0.0f, "warmup-epochs", "must be >= 0");
+  need(std::isfinite(c.warmup_epochs) && c.warmup_epochs >= 0.0f && c.warmup_epochs <= c.epochs, "warmup-epochs",
+       "must be in [0, epochs = ", c.epochs, "], got ", c.warmup_epochs);
+  need(std::isfinite(c.lr_step_epochs) && c.lr_step_epochs >= 0.0f && c.lr_step_epochs <= 1e6, "lr-step-epochs",
+       "must be a finite number >= 0, got ", c.lr_step_epochs);
+  need(std::isfinite(c.bucket_mb) && c.bucket_mb <= 4096, "bucket-mb", "must be <= 4096");
   need(c.lr_schedule == "constant" || c.lr_schedule == "step" || c.lr_schedule == "cosine",
        "lr-schedule", "'", c.lr_schedule, "' is not constant, step or cosine");
   need(c.lr_schedule != "step" || c.lr_step_epochs > 0.0f, "lr-step-epochs", "must be > 0 with lr-schedule = step");
@@ -133,6 +149,8 @@ bool parse_train_args(const std::vector<std::string>& args, TrainConfig& cfg) {
   if (vm.count("help")) return false;
   if (vm.count("job")) {
     std::string path = vm["job"].as<std::string>();
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec)) DT_USAGE("job file '", path, "' does not exist or is not a file");
     std::ifstream in(path);
     if (!in) DT_USAGE("job file '", path, "' cannot be opened");
     try {

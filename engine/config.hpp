@@ -27,7 +27,7 @@ struct TrainConfig {
   int64_t max_steps = 0;     // stop after this many steps (0 = no limit)
   int64_t max_train_samples = 0;  // use only the first N training samples (0 = all)
   int64_t max_test_samples = 0;   // score only the first N test samples (0 = all)
-  uint64_t seed = 1;
+  int64_t seed = 1;         // ≥ 0
 
   float lr = 0.01f;
   std::string lr_schedule = "constant";  // constant | step | cosine
@@ -38,6 +38,11 @@ struct TrainConfig {
   float weight_decay = 0.0f;
   bool decay_bias_bn = true;
   float dropout = 0.5f;
+
+  int loader_threads = 0;    // prefetch threads; 0 = SLURM_CPUS_PER_TASK or cores / ranks
+  int loader_depth = 2;      // batches prefetched ahead
+  int augment_pad = 0;       // random crop with this zero padding (0 = off)
+  bool augment_flip = false; // random horizontal flip
 
   std::vector<float> mean;   // per channel, on pixel/255 (empty = 0)
   std::vector<float> std;    // per channel (empty = 1)

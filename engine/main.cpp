@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "engine/bench_io.hpp"
 #include "engine/commands.hpp"
 
 namespace {
@@ -21,7 +22,8 @@ int run(const std::string& cmd, const std::vector<std::string>& args) {
   if (cmd == "model") return cmd_model(args);
   if (cmd == "bench") {
     if (!args.empty() && args[0] == "comm") return cmd_bench_comm({args.begin() + 1, args.end()});
-    DT_USAGE("dtrain bench: which benchmark? (comm)");
+    if (!args.empty() && args[0] == "io") return cmd_bench_io({args.begin() + 1, args.end()});
+    DT_USAGE("dtrain bench: which benchmark? (comm | io)");
   }
   if (cmd == "--help" || cmd == "-h" || cmd == "help") {
     std::fputs(usage().c_str(), stdout);

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <thread>
 
 #include "core/error.hpp"
@@ -16,6 +17,7 @@
 #include "io/batch.hpp"
 #include "io/float_arrays.hpp"
 #include "io/hdf5_dataset.hpp"
+#include "io/prefetcher.hpp"
 #include "io/sampler.hpp"
 #include "layers/backend.hpp"
 #include "layers/models.hpp"
@@ -44,6 +46,40 @@ void check_fits(const io::Hdf5Dataset& d, const layers::Shape& in, int classes, 
              d.channels(), " (H×W×C) but the model expects ", in.h(), "×", in.w(), "×", in.c());
   if (d.classes() > classes)
     DT_USAGE("option '", key, "': ", d.path(), " has ", d.classes(), " classes but the model outputs ", classes);
+}
+
+// Opens a dataset; a bad file is a UsageError that also names the option.
+std::unique_ptr<io::Hdf5Dataset> open_dataset(const std::string& path, const char* key) {
+  try {
+    return std::make_unique<io::Hdf5Dataset>(path);
+  } catch (const UsageError& e) {
+    DT_USAGE("option '", key, "': ", e.what());
+  }
+}
+
+// Output files must not overwrite an input, and their folder must be usable
+// BEFORE training starts (so a finished run is never lost to a bad path).
+void check_outputs(const TrainConfig& cfg) {
+  namespace fs = std::filesystem;
+  auto same = [](const std::string& a, const std::string& b) {
+    std::error_code ec;
+    return !a.empty() && !b.empty() && fs::exists(a, ec) && fs::exists(b, ec) && fs::equivalent(a, b, ec);
+  };
+  for (auto [key, out] : {std::pair<const char*, std::string>{"metrics", cfg.metrics}, {"save-params", cfg.save_params}}) {
+    if (out.empty()) continue;
+    for (auto [ikey, in] : {std::pair<const char*, std::string>{"train-data", cfg.train_data}, {"test-data", cfg.test_data}, {"job", cfg.job}})
+      if (same(out, in) || (!in.empty() && fs::absolute(out).lexically_normal() == fs::absolute(in).lexically_normal()))
+        DT_USAGE("option '", key, "': '", out, "' is the same file as option '", ikey, "'; refusing to overwrite an input");
+    std::error_code ec;
+    if (fs::is_directory(out, ec)) DT_USAGE("option '", key, "': '", out, "' is a directory, not a file");
+    fs::path parent = fs::path(out).parent_path();
+    if (!parent.empty()) {
+      fs::create_directories(parent, ec);
+      if (!fs::is_directory(parent, ec)) DT_USAGE("option '", key, "': cannot create the folder '", parent.string(), "'");
+    }
+  }
+  if (!cfg.metrics.empty() && !cfg.save_params.empty() && std::filesystem::absolute(cfg.metrics).lexically_normal() == std::filesystem::absolute(cfg.save_params).lexically_normal())
+    DT_USAGE("options 'metrics' and 'save-params' name the same file '", cfg.metrics, "'");
 }
 
 struct Evaluation {
@@ -102,15 +138,28 @@ TrainResult train(const TrainConfig& cfg, MPI_Comm world_comm) {
 
   // Datasets are validated before any work (DESIGN.md §5): bad files are UsageErrors.
   // Servers open them too: the class count fixes the model's arena.
-  io::Hdf5Dataset train_set(cfg.train_data);
+  check_outputs(cfg);
+  std::unique_ptr<io::Hdf5Dataset> train_ptr = open_dataset(cfg.train_data, "train-data");
+  const io::Hdf5Dataset& train_set = *train_ptr;
   std::unique_ptr<io::Hdf5Dataset> test_set;
-  if (!cfg.test_data.empty()) test_set = std::make_unique<io::Hdf5Dataset>(cfg.test_data);
+  if (!cfg.test_data.empty()) test_set = open_dataset(cfg.test_data, "test-data");
+  if (test_set && test_set->classes() != train_set.classes() && rank == 0)
+    log::warn("train-data has ", train_set.classes(), " classes but test-data has ", test_set->classes(),
+              "; the model gets ", std::max(train_set.classes(), test_set->classes()), " outputs");
 
   layers::ModelOptions mo;
   mo.minibatch = cfg.minibatch;
   mo.classes = std::max(train_set.classes(), test_set ? test_set->classes() : 0);
   mo.dropout = cfg.dropout;
-  layers::Net net = layers::make_model(cfg.model, mo);
+  if (mo.classes > 100000)
+    DT_USAGE("option 'train-data': ", cfg.train_data, ": ", mo.classes, " classes is more than this engine supports (100000)");
+  layers::Net net = [&] {
+    try {
+      return layers::make_model(cfg.model, mo);
+    } catch (const UsageError& e) {
+      DT_USAGE("option 'model': ", e.what());
+    }
+  }();
   const layers::Shape in = net.input_shape();
   const int k = static_cast<int>(net.output_shape().c());
   check_fits(train_set, in, k, "train-data");
@@ -120,14 +169,14 @@ TrainResult train(const TrainConfig& cfg, MPI_Comm world_comm) {
   if (!cfg.std.empty() && static_cast<int64_t>(cfg.std.size()) != in.c())
     DT_USAGE("option 'std': ", cfg.std.size(), " values for ", in.c(), " channels");
 
-  net.finalize(*backend, cfg.seed);
+  net.finalize(*backend, static_cast<uint64_t>(cfg.seed));
 
   int64_t n_train = train_set.n();
   if (cfg.max_train_samples > 0) n_train = std::min(n_train, cfg.max_train_samples);
   const int64_t global_batch = static_cast<int64_t>(cfg.minibatch) * workers;
   if (n_train < global_batch)
-    DT_USAGE("option 'minibatch': the training set has ", n_train, " samples, fewer than one global batch of ",
-             workers, " workers × ", cfg.minibatch);
+    DT_USAGE("option 'minibatch': the training set ", cfg.train_data, " has ", n_train,
+             " samples (max-train-samples applied), fewer than one global batch of ", workers, " workers × ", cfg.minibatch);
   const int64_t spe = n_train / global_batch;  // = io::Sampler::steps_per_epoch()
 
   layers::LrSchedule sched;
@@ -136,6 +185,8 @@ TrainResult train(const TrainConfig& cfg, MPI_Comm world_comm) {
   sched.warmup_steps = static_cast<int64_t>(std::llround(cfg.warmup_epochs * static_cast<double>(spe)));
   sched.step_size = static_cast<int64_t>(std::llround(cfg.lr_step_epochs * static_cast<double>(spe)));
   sched.gamma = cfg.lr_gamma;
+  if (sched.kind == layers::LrSchedule::Kind::step && sched.step_size < 1)
+    DT_USAGE("option 'lr-step-epochs': ", cfg.lr_step_epochs, " epochs is less than one step (", spe, " steps per epoch)");
   sched.total_steps = spe * cfg.epochs;
   if (cfg.max_steps > 0) sched.total_steps = std::min(sched.total_steps, cfg.max_steps);
 
@@ -168,7 +219,18 @@ TrainResult train(const TrainConfig& cfg, MPI_Comm world_comm) {
     return result;
   }
 
-  io::Sampler sampler(n_train, workers, worker, cfg.minibatch, cfg.seed);
+  // The loader: prefetches this worker's batches in step order (I/O hidden under compute).
+  int64_t planned = spe * cfg.epochs;
+  if (cfg.max_steps > 0) planned = std::min(planned, cfg.max_steps);
+  io::PrefetchOptions po;
+  po.threads = cfg.loader_threads > 0 ? cfg.loader_threads : io::default_loader_threads(topo.ranks_on_host());
+  po.depth = cfg.loader_depth;
+  po.mean = cfg.mean;
+  po.std = cfg.std;
+  po.augment = {cfg.augment_pad, cfg.augment_flip};
+  po.seed = static_cast<uint64_t>(cfg.seed) * 0x9E3779B97F4A7C15ull + 11;
+  po.total_batches = planned;
+  io::Prefetcher loader(train_set, io::Sampler(n_train, workers, worker, cfg.minibatch, static_cast<uint64_t>(cfg.seed)), po);
   MetricsWriter metrics(rank == 0 ? cfg.metrics : std::string());
   if (rank == 0)
     log::info("dtrain: model ", cfg.model, " (", net.num_params(), " parameters), ", n_train,
@@ -177,9 +239,6 @@ TrainResult train(const TrainConfig& cfg, MPI_Comm world_comm) {
               topo.describe(), world_size > 1 ? std::string(", mode ") + cfg.mode : std::string());
 
   const int b = cfg.minibatch;
-  std::vector<uint8_t> raw(static_cast<size_t>(b * train_set.sample_bytes()));
-  std::vector<int32_t> labels(static_cast<size_t>(b));
-  layers::Tensor x(layers::Shape(b, in.c(), in.h(), in.w()));
   layers::Tensor probs(layers::Shape::flat(b, k)), dlogits(layers::Shape::flat(b, k));
   // Gradients are of the global-batch mean loss: the workers' sum is the 1-process gradient.
   const float loss_scale = 1.0f / static_cast<float>(global_batch);
@@ -200,20 +259,20 @@ TrainResult train(const TrainConfig& cfg, MPI_Comm world_comm) {
     for (int64_t s = 0; s < spe; ++s) {
       if (fail_at && *fail_at == step && (!fail_rank || *fail_rank == rank))
         DT_FAIL("injected failure at step ", step, " (DTRAIN_FAIL_AT_STEP)");
-      auto t0 = Clock::now();
-      std::vector<int64_t> idx = sampler.batch(epoch, s);
-      train_set.read_images(idx, raw.data());
-      for (int i = 0; i < b; ++i) labels[static_cast<size_t>(i)] = train_set.labels()[static_cast<size_t>(idx[static_cast<size_t>(i)])];
-      io::normalize_to_nchw(raw.data(), b, in.h(), in.w(), in.c(), cfg.mean, cfg.std, x.data());
+      const io::Batch& batch = loader.next();  // blocks only when the loader fell behind
+      DT_CHECK(batch.epoch == epoch && batch.step == s, "loader delivered (", batch.epoch, ", ", batch.step,
+               ") for (", epoch, ", ", s, ")");
+      const layers::Tensor x = layers::Tensor::view(batch.x, layers::Shape(b, in.c(), in.h(), in.w()));
+      const int32_t* labels = batch.labels;
       auto t1 = Clock::now();
 
       const float lr = sched.at(step);
-      net.set_step_seed((cfg.seed * 1000003ull + static_cast<uint64_t>(step)) * 65537ull + static_cast<uint64_t>(worker));
+      net.set_step_seed((static_cast<uint64_t>(cfg.seed) * 1000003ull + static_cast<uint64_t>(step)) * 65537ull + static_cast<uint64_t>(worker));
       const layers::Tensor& logits = net.forward(x, /*train=*/true);
       int64_t correct = 0;
-      double loss_sum = backend->softmax_xent_forward(logits.data(), labels.data(), b, k, probs.data(), &correct);
-      backend->softmax_xent_backward(probs.data(), labels.data(), b, k, loss_scale, dlogits.data());
-      if (ex) ex->begin_step(step);
+      double loss_sum = backend->softmax_xent_forward(logits.data(), labels, b, k, probs.data(), &correct);
+      backend->softmax_xent_backward(probs.data(), labels, b, k, loss_scale, dlogits.data());
+      if (ex) ex->begin_step(step, net.params().data(), net.grads().data());
       net.backward(dlogits, on_ready);
       comm::StepTimes ct;
       if (ex) ct = ex->finish_step(net.params().data(), net.grads().data());
@@ -221,10 +280,11 @@ TrainResult train(const TrainConfig& cfg, MPI_Comm world_comm) {
       auto t2 = Clock::now();
 
       double loss = loss_sum / b;
-      if (!std::isfinite(loss))
+      // Mean cross-entropy starts near ln K; beyond 1e4 no run recovers into a useful model.
+      if (!std::isfinite(loss) || loss > 1e4)
         DT_FAIL("training loss is ", loss, " at step ", step, " (epoch ", epoch, ", lr ", lr,
                 "): diverged; lower --lr or check the data");
-      t_io += std::chrono::duration<double>(t1 - t0).count();
+      t_io += batch.wait_s;
       t_compute += std::chrono::duration<double>(t2 - t1).count() - ct.exposed_s;
       t_comm += ct.exposed_s;
       t_comm_busy += ct.busy_s;
