@@ -17,6 +17,9 @@ T="$WORK/slurm"
 rm -rf "$T"
 mkdir -p "$T"
 t_start=$SECONDS
+# The test's own deadline, below ctest's TIMEOUT (900 s), so that a hang ends
+# through the EXIT trap (which stops the cluster) and not by ctest's kill.
+deadline=$((SECONDS + ${DTRAIN_SLURM_TEST_BUDGET:-600}))
 export PATH="$PATH:/usr/sbin"
 
 for prog in munged slurmctld slurmd sbatch srun scontrol mpirun; do
@@ -52,10 +55,11 @@ export DTRAIN
 cd "$SRC" || fail "no $SRC"
 data=(--train-data "$D/fashion-mnist-train.h5" --test-data "$D/fashion-mnist-test.h5")
 
-# wait_job ID SECONDS: waits until the job has ended; prints "STATE EXITCODE".
+# wait_job ID: waits until the job has ended (at most until the deadline);
+# prints "STATE EXITCODE".
 wait_job() {
-  local id=$1 limit=$2 i line st ec
-  for ((i = 0; i < limit; i += 2)); do
+  local id=$1 line st ec
+  while [ "$SECONDS" -lt "$deadline" ]; do
     line=$(scontrol show job -o "$id" 2>/dev/null) || fail "job $id vanished from the controller"
     st=$(sed -nE 's/.*JobState=([A-Z_]+).*/\1/p' <<<"$line")
     ec=$(sed -nE 's/.* ExitCode=([0-9]+:[0-9]+).*/\1/p' <<<"$line")
@@ -65,14 +69,14 @@ wait_job() {
     esac
   done
   scancel "$id" 2>/dev/null || true
-  fail "job $id still not finished after $limit s"
+  fail "job $id still not finished at the test's deadline ($(( SECONDS - t_start )) s)"
 }
 
 # check_run NAME ID: the job completed, printed its layout and result, and
 # its metrics hold step records and an accurate enough final epoch.
 check_run() {
   local name=$1 id=$2 res out="$T/$1.out" m="$T/$1/metrics.jsonl"
-  res=$(wait_job "$id" 400)
+  res=$(wait_job "$id")
   [ "$res" = "COMPLETED 0:0" ] || { cat "$out" >&2; fail "$name job $id ended $res"; }
   grep -qF "ranks:    5 = 4 worker(s) + 1 parameter server(s)" "$out" || { cat "$out" >&2; fail "$name: no layout line"; }
   grep -qF "final test accuracy" "$out" || { cat "$out" >&2; fail "$name: no final accuracy line"; }
@@ -126,7 +130,7 @@ slurm/sweep --out "$T/sweep" --virtual --nodes "1 2 4" --modes allreduce --time 
   --minibatch 32 --max-train-samples 6000 --max-test-samples 500 --epochs 1 --log-interval 5 ||
   fail "slurm/sweep failed"
 rid=$(cat "$T/sweep/report.jobid")
-res=$(wait_job "$rid" 400)
+res=$(wait_job "$rid")
 [ "$res" = "COMPLETED 0:0" ] || { cat "$T"/sweep/report-*.out "$T"/sweep/*/slurm-*.out >&2; fail "report job $rid ended $res"; }
 cat "$T"/sweep/report-*.out
 /usr/bin/python3 - "$T/sweep" <<'PY' || fail "sweep report check failed"
