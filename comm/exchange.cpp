@@ -23,6 +23,8 @@
 // sums are bitwise reproducible.
 #include "comm/exchange.hpp"
 
+#include <algorithm>
+
 #include <chrono>
 #include <cstring>
 
@@ -287,7 +289,10 @@ StepTimes Exchange::finish_step(float* params, float* grads) {
     m.cv_done.wait(lk, [&] { return m.step_done; });
     m.in_step = false;
     t.exposed_s = seconds_since(t0);
-    t.busy_s = m.busy_s;
+    // The exposed wait is itself communication time (it may begin before the
+    // communication thread sent its first byte, e.g. when one slice holds the
+    // whole arena), so the total is never below it: hidden = 1 − exposed/busy ∈ [0, 1].
+    t.busy_s = std::max(m.busy_s, t.exposed_s);
     if (m.error) {
       m.broken = true;
       std::rethrow_exception(m.error);
