@@ -12,6 +12,7 @@
 #include "core/log.hpp"
 #include "core/settings.hpp"
 #include "engine/config.hpp"
+#include "engine/report.hpp"
 #include "engine/trainer.hpp"
 #include "io/idx.hpp"
 #include "io/synth.hpp"
@@ -42,6 +43,8 @@ std::string usage() {
          "  train   train a model: dtrain train --job jobs/fashion_lenet.ini [--key value ...]\n"
          "  data    make datasets: dtrain data fashion-mnist --out DIR | dtrain data synth --shape 224x224x3 --n N --out F\n"
          "  model   describe a model: dtrain model --name resnet50\n"
+         "  tune    choose minibatch and PS count: [mpirun -np R] dtrain tune --job J --nodes n --gpus-per-node g\n"
+         "  report  predicted vs measured: dtrain report --metrics run1.jsonl [...] [--profile tuned.ini.profile.json]\n"
          "  bench   benchmarks: mpirun -np N dtrain bench comm | dtrain bench io --data F\n"
          "'dtrain <command> --help' lists a command's options.\n";
 }
@@ -52,7 +55,9 @@ int cmd_train(const std::vector<std::string>& args) {
     std::cout << train_help();
     return kExitOk;
   }
+  const RunClock clock = start_run_clock();
   TrainResult r = train(cfg);
+  append_run_record(cfg, r, clock, MPI_COMM_WORLD);  // for dtrain report
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   if (rank == 0)

@@ -12,6 +12,8 @@
 #include "core/error.hpp"
 #include "engine/bench_io.hpp"
 #include "engine/commands.hpp"
+#include "engine/report.hpp"
+#include "engine/tune.hpp"
 
 namespace {
 
@@ -20,6 +22,8 @@ int run(const std::string& cmd, const std::vector<std::string>& args) {
   if (cmd == "train") return cmd_train(args);
   if (cmd == "data") return cmd_data(args);
   if (cmd == "model") return cmd_model(args);
+  if (cmd == "tune") return cmd_tune(args);
+  if (cmd == "report") return cmd_report(args);
   if (cmd == "bench") {
     if (!args.empty() && args[0] == "comm") return cmd_bench_comm({args.begin() + 1, args.end()});
     if (!args.empty() && args[0] == "io") return cmd_bench_io({args.begin() + 1, args.end()});
@@ -42,7 +46,7 @@ int main(int argc, char** argv) {
   }
   const std::string cmd = argv[1];
   const std::vector<std::string> args(argv + 2, argv + argc);
-  const bool mpi = cmd == "train" || cmd == "bench";
+  const bool mpi = cmd == "train" || cmd == "bench" || cmd == "tune";  // tune: ping-pong
   int world = 1;
   if (mpi) {
     int provided = 0;

@@ -1,6 +1,7 @@
 // engine/perfmodel.cpp — the formulas of perfmodel.hpp.
 #include "engine/perfmodel.hpp"
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <limits>
@@ -74,6 +75,47 @@ ScaledLr scale_lr(double base_lr, int base_batch, int global_batch, double warmu
   r.lr = base_lr * global_batch / base_batch;
   r.warmup_epochs = global_batch > base_batch ? warmup_epochs : 0.0;
   return r;
+}
+
+int RunShape::nodes() const {
+  return ranks_per_node > 0 ? (workers + ranks_per_node - 1) / ranks_per_node : 1;
+}
+
+double cpu_contention(double runnable, double cores) {
+  DT_CHECK(runnable >= 0 && cores > 0, "cpu_contention: runnable ", runnable, ", cores ", cores);
+  return std::max(1.0, runnable / cores);
+}
+
+double exchange_time(const RunShape& r, const Links& l) {
+  DT_CHECK(r.workers >= 1 && r.servers >= 0 && r.param_bytes >= 0, "exchange_time: bad run shape");
+  const double p = r.param_bytes;
+  const int g = r.workers;
+  if (r.mode == 0) {
+    if (g == 1) return 0;
+    const Link& k = r.nodes() > 1 ? l.inter : l.intra;
+    return ring_allreduce_time(g, p, k.bandwidth) + 2.0 * (g - 1) * k.latency;
+  }
+  DT_CHECK(r.servers >= 1, "exchange_time: ps/hybrid without servers");
+  auto ps_term = [&](int senders) {
+    return ps_exchange_time(senders, r.servers, p, l.inter.bandwidth, l.inter.bandwidth) +
+           2.0 * l.inter.latency * senders / r.servers;
+  };
+  if (r.mode == 1) return ps_term(g);
+  const int k = r.ranks_per_node > 0 ? std::min(r.ranks_per_node, g) : g;
+  double intra = k > 1 ? 2.0 * (k - 1) / k * p / l.intra.bandwidth + 2.0 * (k - 1) * l.intra.latency : 0.0;
+  return intra + ps_term(r.nodes());
+}
+
+StepPrediction predict_step(double t_c1, const RunShape& r, const Links& l, const MachineLoad& m) {
+  DT_CHECK(t_c1 > 0, "predict_step: T_C ", t_c1);
+  StepPrediction s;
+  s.contention = cpu_contention(r.workers * r.threads + m.background, m.cores);
+  s.t_c = s.contention * t_c1;
+  s.t_comm = exchange_time(r, l);
+  if (r.workers + r.servers > m.cores) s.t_comm *= s.contention;
+  s.t_o = s.t_comm;
+  s.t_step = s.t_c + s.t_o;
+  return s;
 }
 
 }  // namespace dtrain::engine::perf

@@ -64,4 +64,59 @@ struct ScaledLr {
 };
 ScaledLr scale_lr(double base_lr, int base_batch, int global_batch, double warmup_epochs = 5.0);
 
+// ---- Step time of a concrete run (ours, beyond the paper; docs/performance-model.md)
+// A link: bandwidth in bytes/second and a per-message latency in seconds
+// (from a ping-pong: latency = one-way time of 8 B, bandwidth = S / (t(S) − latency)).
+struct Link {
+  double bandwidth = 1.25e9;
+  double latency = 0;
+};
+struct Links {
+  Link intra;  // between ranks of one node (shared memory, NVLink/PCIe)
+  Link inter;  // between nodes (the network; also PS ⇄ worker links)
+};
+
+// The configuration of a run as the model sees it.
+struct RunShape {
+  int mode = 0;            // 0 allreduce, 1 ps, 2 hybrid (comm::Mode order)
+  int workers = 1;         // G
+  int servers = 0;         // N_ps
+  int ranks_per_node = 0;  // K (0: all workers on one node)
+  int threads = 1;         // compute threads per worker rank
+  double param_bytes = 0;  // P
+  int nodes() const;       // ⌈G / K⌉ (1 when K = 0)
+};
+
+// The machine the run shares: hardware threads and the runnable threads of
+// other jobs (1-min load average minus the run's own ranks).
+struct MachineLoad {
+  double cores = 1;
+  double background = 0;
+};
+
+// CPU contention factor κ: runnable compute threads over cores, at least 1
+// (time-slicing: every thread gets cores/runnable of a core).
+double cpu_contention(double runnable_threads, double cores);
+
+// Busy time of one step's gradient exchange (seconds), per mode:
+//   allreduce  ring over G ranks: 2(G−1)/G·P/B + 2(G−1)·λ  (B, λ: inter when
+//              the workers span nodes, else intra)
+//   ps         max(2·G·P/(N_ps·B), 2·P/B) + 2·λ·G/N_ps·(servers serve the
+//              G senders one after another) — the paper's PS term
+//   hybrid     intra-node reduce + broadcast 2(K−1)/K·P/B_intra + 2·λ_intra·(K−1)
+//              plus the PS term with the n node leaders as senders
+double exchange_time(const RunShape& r, const Links& l);
+
+// Predicted times of one step (seconds), see predict_step.
+struct StepPrediction {
+  double contention = 1;  // κ
+  double t_c = 0;         // κ · T_C1
+  double t_comm = 0;      // exchange busy time, κ-scaled when ranks outnumber cores
+  double t_o = 0;         // exposed overhead (the paper's T_O)
+  double t_step = 0;      // T_C + T_O
+  double r_o() const { return t_c > 0 ? t_o / t_c : 0; }
+};
+// t_c1: T_C of one worker alone at this minibatch and thread count.
+StepPrediction predict_step(double t_c1, const RunShape& r, const Links& l, const MachineLoad& m);
+
 }  // namespace dtrain::engine::perf

@@ -1,0 +1,188 @@
+// engine/tune_profile.cpp — the measurements of tune_profile.hpp.
+#include "engine/tune_profile.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <thread>
+
+#include "core/error.hpp"
+#include "io/batch.hpp"
+#include "io/hdf5_dataset.hpp"
+#include "layers/backend.hpp"
+#include "layers/models.hpp"
+#include "layers/sgd.hpp"
+
+namespace dtrain::engine {
+
+namespace {
+double median(std::vector<double> v) {
+  DT_CHECK(!v.empty(), "median of nothing");
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+}  // namespace
+
+double Profile::t_c_at(int x) const {
+  DT_CHECK(!points.empty(), "profile of ", model, " has no T_C points");
+  std::vector<ComputePoint> p = points;
+  std::sort(p.begin(), p.end(), [](auto& a, auto& b) { return a.minibatch < b.minibatch; });
+  for (const auto& q : p)
+    if (q.minibatch == x) return q.t_c;
+  if (x < p.front().minibatch || p.size() == 1) {  // proportional below/beside the data
+    const auto& q = x < p.front().minibatch ? p.front() : p.back();
+    return q.t_c * x / q.minibatch;
+  }
+  if (x > p.back().minibatch) return p.back().t_c * x / p.back().minibatch;
+  for (size_t i = 1; i < p.size(); ++i)
+    if (x < p[i].minibatch) {
+      double f = static_cast<double>(x - p[i - 1].minibatch) / (p[i].minibatch - p[i - 1].minibatch);
+      return p[i - 1].t_c + f * (p[i].t_c - p[i - 1].t_c);
+    }
+  return p.back().t_c;
+}
+
+nlohmann::json Profile::to_json() const {
+  nlohmann::json pts = nlohmann::json::array();
+  for (const auto& q : points)
+    pts.push_back({{"minibatch", q.minibatch}, {"t_c_s", q.t_c}, {"images_per_s", q.images_per_s},
+                   {"memory_bytes", q.memory_bytes}});
+  auto link = [](const perf::Link& l) { return nlohmann::json{{"bandwidth_Bps", l.bandwidth}, {"latency_s", l.latency}}; };
+  return {{"kind", "profile"}, {"model", model}, {"threads", threads}, {"cores", cores},
+          {"param_bytes", param_bytes}, {"fixed_bytes", fixed_bytes}, {"per_sample_bytes", per_sample_bytes},
+          {"load_before", load_before}, {"points", pts}, {"intra", link(links.intra)},
+          {"inter", link(links.inter)}, {"links_source", links_source}};
+}
+
+Profile Profile::from_json(const nlohmann::json& j) {
+  Profile p;
+  try {
+    p.model = j.at("model").get<std::string>();
+    p.threads = j.at("threads").get<int>();
+    p.cores = j.at("cores").get<double>();
+    p.param_bytes = j.at("param_bytes").get<double>();
+    p.fixed_bytes = j.at("fixed_bytes").get<double>();
+    p.per_sample_bytes = j.at("per_sample_bytes").get<double>();
+    p.load_before = j.value("load_before", 0.0);
+    for (const auto& q : j.at("points"))
+      p.points.push_back({q.at("minibatch").get<int>(), q.at("t_c_s").get<double>(),
+                          q.at("images_per_s").get<double>(), q.at("memory_bytes").get<double>()});
+    auto link = [](const nlohmann::json& l) {
+      return perf::Link{l.at("bandwidth_Bps").get<double>(), l.at("latency_s").get<double>()};
+    };
+    p.links.intra = link(j.at("intra"));
+    p.links.inter = link(j.at("inter"));
+    p.links_source = j.value("links_source", "");
+  } catch (const nlohmann::json::exception& e) {
+    DT_USAGE("profile: missing or bad field (", e.what(), ")");
+  }
+  return p;
+}
+
+double measure_step_time(const TrainConfig& cfg, int x, int steps, int threads) {
+  DT_CHECK(x >= 1 && steps >= 1, "measure_step_time: minibatch ", x, ", steps ", steps);
+  layers::set_cpu_threads(threads);
+  auto backend = layers::make_backend(cfg.device == "cuda" ? "cuda" : (cfg.reference_kernels ? "reference" : "cpu"));
+  std::unique_ptr<io::Hdf5Dataset> data;
+  if (!cfg.train_data.empty()) data = std::make_unique<io::Hdf5Dataset>(cfg.train_data);
+  layers::ModelOptions mo;
+  mo.minibatch = x;
+  mo.classes = data ? data->classes() : 0;
+  mo.dropout = cfg.dropout;
+  layers::Net net = layers::make_model(cfg.model, mo);
+  net.finalize(*backend, static_cast<uint64_t>(cfg.seed));
+  const layers::Shape in = net.input_shape();
+  const int k = static_cast<int>(net.output_shape().c());
+  layers::Tensor xt(layers::Shape(x, in.c(), in.h(), in.w()));
+  std::vector<int32_t> labels(static_cast<size_t>(x));
+  if (data && data->n() >= x) {  // real images: the first minibatch of the set
+    std::vector<uint8_t> raw(static_cast<size_t>(x * data->sample_bytes()));
+    data->read_range(0, x, raw.data());
+    io::normalize_to_nchw(raw.data(), x, in.h(), in.w(), in.c(), cfg.mean, cfg.std, xt.data());
+    std::copy_n(data->labels().begin(), x, labels.begin());
+  } else {
+    std::mt19937 rng(1);
+    std::normal_distribution<float> nd;
+    for (int64_t i = 0; i < xt.numel(); ++i) xt.data()[i] = nd(rng);
+    for (int i = 0; i < x; ++i) labels[static_cast<size_t>(i)] = i % k;
+  }
+  layers::SgdOptions so;
+  so.momentum = cfg.momentum;
+  so.weight_decay = cfg.weight_decay;
+  layers::Sgd sgd(*backend, so, net.param_ranges(), net.num_params());
+  layers::Tensor probs(layers::Shape::flat(x, k)), dlogits(layers::Shape::flat(x, k));
+  std::vector<double> t;
+  for (int s = 0; s <= steps; ++s) {
+    auto t0 = std::chrono::steady_clock::now();
+    net.set_step_seed(static_cast<uint64_t>(s));
+    const layers::Tensor& logits = net.forward(xt, true);
+    int64_t correct = 0;
+    backend->softmax_xent_forward(logits.data(), labels.data(), x, k, probs.data(), &correct);
+    backend->softmax_xent_backward(probs.data(), labels.data(), x, k, 1.0f / x, dlogits.data());
+    net.backward(dlogits);
+    sgd.step(net.params().data(), net.grads().data(), 1e-4f);
+    double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (s > 0) t.push_back(dt);  // the first step allocates and warms the caches
+  }
+  return median(t);
+}
+
+void measure_memory(const std::string& model, int classes, Profile& p) {
+  layers::ModelOptions mo;
+  mo.minibatch = 1;
+  mo.classes = classes;
+  layers::Net net = layers::make_model(model, mo);
+  double params = 0, act = 0;
+  for (const auto& r : net.summary()) {
+    params += static_cast<double>(r.params);
+    act += static_cast<double>(r.out.numel());  // per sample (built for N = 1)
+  }
+  p.param_bytes = 4.0 * params;
+  p.fixed_bytes = 3.0 * p.param_bytes;        // parameters + gradients + momentum
+  p.per_sample_bytes = 2.0 * 4.0 * act;       // activations and their gradients
+}
+
+double pingpong_seconds(MPI_Comm world, int a, int b, size_t bytes, int iters) {
+  int rank = 0;
+  MPI_Comm_rank(world, &rank);
+  DT_CHECK(bytes < (size_t{1} << 31), "ping-pong of ", bytes, " bytes");
+  std::vector<char> buf(std::max<size_t>(bytes, 1));
+  const int n = static_cast<int>(bytes);
+  std::vector<double> t;
+  for (int i = 0; i <= iters; ++i) {
+    DT_CHECK_MPI(MPI_Barrier(world));
+    double t0 = MPI_Wtime();
+    if (rank == a) {
+      DT_CHECK_MPI(MPI_Send(buf.data(), n, MPI_BYTE, b, 11, world));
+      DT_CHECK_MPI(MPI_Recv(buf.data(), n, MPI_BYTE, b, 11, world, MPI_STATUS_IGNORE));
+    } else if (rank == b) {
+      DT_CHECK_MPI(MPI_Recv(buf.data(), n, MPI_BYTE, a, 11, world, MPI_STATUS_IGNORE));
+      DT_CHECK_MPI(MPI_Send(buf.data(), n, MPI_BYTE, a, 11, world));
+    }
+    double dt = (MPI_Wtime() - t0) / 2;
+    DT_CHECK_MPI(MPI_Bcast(&dt, 1, MPI_DOUBLE, a, world));
+    if (i > 0) t.push_back(dt);
+  }
+  return median(t);
+}
+
+perf::Link measure_link(MPI_Comm world, int a, int b, size_t bytes) {
+  double lat = pingpong_seconds(world, a, b, 8, 50);
+  double big = pingpong_seconds(world, a, b, bytes, 10);
+  perf::Link l;
+  l.latency = lat;
+  l.bandwidth = static_cast<double>(bytes) / std::max(big - lat, 1e-9);
+  return l;
+}
+
+double load_average_1m() {
+  std::ifstream f("/proc/loadavg");
+  double l = 0;
+  if (!(f >> l)) return 0;
+  return l;
+}
+
+}  // namespace dtrain::engine

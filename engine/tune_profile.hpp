@@ -1,0 +1,74 @@
+// engine/tune_profile.hpp — measurements the performance model needs, taken
+// on the machine where `dtrain tune` runs (DESIGN.md §4):
+//   T_C(X_mini)  seconds per training step of ONE worker alone (forward,
+//                softmax cross-entropy, backward, SGD update) for each
+//                candidate minibatch, median of a few real steps on real data
+//                (the job's train-data) or on random input when it has none;
+//   P            bytes of parameters (fp32: 4 · num_params);
+//   memory       bytes: fixed = parameters + gradients + momentum (3·P) and per
+//                sample = Σ_layers output numel / N · 4 bytes · 2 (activations
+//                and their gradients), workspace 0 on the CPU backend;
+//   links        bandwidth (bytes/s) and per-message latency (s) from a
+//                ping-pong between world ranks 0 and 1 (same node) and between
+//                rank 0 and the first rank of the next (virtual) node, when run
+//                under mpirun with ≥ 2 ranks; otherwise the given figures.
+// The profile is written next to the tuned job file as JSON and read back by
+// `dtrain report` to predict finished runs.
+#pragma once
+
+#include <mpi.h>
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/config.hpp"
+#include "engine/perfmodel.hpp"
+
+namespace dtrain::engine {
+
+struct ComputePoint {
+  int minibatch = 0;
+  double t_c = 0;           // seconds per step, one worker alone, median
+  double images_per_s = 0;  // minibatch / t_c
+  double memory_bytes = 0;  // fixed + per_sample · minibatch (+ workspace)
+};
+
+struct Profile {
+  std::string model;
+  int threads = 1;              // compute threads of the profiled worker
+  double cores = 1;             // hardware threads of the machine
+  double param_bytes = 0;       // P
+  double fixed_bytes = 0;       // parameters + gradients + momentum
+  double per_sample_bytes = 0;  // activations + activation gradients per image
+  double load_before = 0;       // 1-min load average when profiling started
+  std::vector<ComputePoint> points;
+  perf::Links links;
+  std::string links_source;     // "ping-pong (N ranks)" or "given"
+
+  // T_C at minibatch x: the measured point, or linear interpolation between
+  // the two nearest (extrapolated proportionally outside). Throws Error when empty.
+  double t_c_at(int x) const;
+  nlohmann::json to_json() const;
+  static Profile from_json(const nlohmann::json& j);  // throws UsageError on a bad file
+};
+
+// Median seconds per step of `steps` real steps (after one warm-up step) of
+// `cfg.model` at minibatch x with `threads` threads, in this process.
+double measure_step_time(const TrainConfig& cfg, int x, int steps, int threads);
+
+// Memory figures of the model (bytes): fills fixed_bytes, per_sample_bytes, param_bytes.
+void measure_memory(const std::string& model, int classes, Profile& p);
+
+// Ping-pong between world ranks a and b (collective over `world`; other ranks
+// wait): one-way time of `bytes`, median of `iters`. Returns seconds.
+double pingpong_seconds(MPI_Comm world, int a, int b, size_t bytes, int iters);
+
+// Bandwidth and latency from a small (8 B) and a large (`bytes`) ping-pong:
+//   latency = t(8 B),  bandwidth = bytes / (t(bytes) − latency).
+perf::Link measure_link(MPI_Comm world, int a, int b, size_t bytes);
+
+double load_average_1m();  // /proc/loadavg; 0 when unreadable
+
+}  // namespace dtrain::engine

@@ -1,0 +1,194 @@
+// engine/tune_run.cpp — the body of `dtrain tune`: profile, choose, predict, write.
+#include <mpi.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <thread>
+
+#include "core/error.hpp"
+#include "engine/tune.hpp"
+#include "engine/tune_profile.hpp"
+#include "io/hdf5_dataset.hpp"
+
+namespace dtrain::engine {
+
+namespace {
+// World rank of the first rank outside rank 0's (virtual) node, or −1.
+int other_node_rank(MPI_Comm world, int ranks_per_node) {
+  int rank = 0, size = 1;
+  DT_CHECK_MPI(MPI_Comm_rank(world, &rank));
+  DT_CHECK_MPI(MPI_Comm_size(world, &size));
+  if (ranks_per_node > 0) return ranks_per_node < size ? ranks_per_node : -1;
+  MPI_Comm shared;
+  DT_CHECK_MPI(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &shared));
+  int leader = rank;
+  DT_CHECK_MPI(MPI_Allreduce(&rank, &leader, 1, MPI_INT, MPI_MIN, shared));
+  MPI_Comm_free(&shared);
+  std::vector<int> leaders(static_cast<size_t>(size));
+  DT_CHECK_MPI(MPI_Allgather(&leader, 1, MPI_INT, leaders.data(), 1, MPI_INT, world));
+  for (int r = 0; r < size; ++r)
+    if (leaders[static_cast<size_t>(r)] != leaders[0]) return r;
+  return -1;
+}
+}  // namespace
+
+std::vector<ClusterRow> predict_cluster(double t_c, double p, const perf::Links& l, int nodes, int gpn) {
+  DT_CHECK(t_c > 0 && nodes >= 1 && gpn >= 1, "predict_cluster: bad arguments");
+  std::vector<ClusterRow> rows;
+  auto t_o = [&](int mode, int g, int servers) {
+    perf::RunShape s;
+    s.mode = mode;
+    s.workers = g;
+    s.servers = servers;
+    s.ranks_per_node = gpn;
+    s.param_bytes = p;
+    return std::max(0.0, perf::exchange_time(s, l) - t_c);
+  };
+  const double base_ps = t_o(1, 1, 1), base_h = t_o(2, 1, 1);
+  for (int g = 1; g <= nodes * gpn; ++g) {
+    ClusterRow r;
+    r.g = g;
+    r.nodes = (g + gpn - 1) / gpn;
+    r.ps_servers = perf::ps_count(g, p, l.inter.bandwidth, t_c);
+    r.hybrid_servers = perf::ps_count(r.nodes, p, l.inter.bandwidth, t_c);
+    r.ps_t_o = t_o(1, g, r.ps_servers);
+    r.hybrid_t_o = t_o(2, g, r.hybrid_servers);
+    r.allreduce_t_o = t_o(0, g, 0);
+    r.byteps_t = g >= 2 ? perf::byteps_time(g, r.ps_servers, p, l.inter.bandwidth) : 0.0;
+    r.ps_alpha = (t_c + base_ps) / (t_c + r.ps_t_o);
+    r.hybrid_alpha = (t_c + base_h) / (t_c + r.hybrid_t_o);
+    r.allreduce_alpha = t_c / (t_c + r.allreduce_t_o);
+    r.sender_ok = perf::sender_link_ok(p, l.inter.bandwidth, t_c);
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+int run_tune(const TuneOptions& t, TrainConfig cfg, MPI_Comm world) {
+  int rank = 0, size = 1;
+  DT_CHECK_MPI(MPI_Comm_rank(world, &rank));
+  DT_CHECK_MPI(MPI_Comm_size(world, &size));
+  const double cores = std::max(1u, std::thread::hardware_concurrency());
+  Profile prof;
+  prof.model = cfg.model;
+  prof.cores = cores;
+  prof.threads = cfg.threads > 0 ? cfg.threads : static_cast<int>(cores);
+  prof.load_before = load_average_1m();
+  int classes = 0;
+  if (!cfg.train_data.empty()) classes = io::Hdf5Dataset(cfg.train_data).classes();
+  measure_memory(cfg.model, classes, prof);
+
+  // Links: ping-pong under mpirun (every rank takes part), else the given figures.
+  const double gbps = t.link_gbps > 0 ? t.link_gbps : 10.0;
+  const double lat = t.latency_us >= 0 ? t.latency_us * 1e-6 : 5e-6;
+  prof.links.inter = {gbps * 1e9 / 8, lat};
+  prof.links.intra = {(t.intra_gbps > 0 ? t.intra_gbps : gbps) * 1e9 / 8, lat};
+  prof.links_source = "given";
+  if (size >= 2) {
+    const size_t bytes = static_cast<size_t>(std::clamp(prof.param_bytes, 1048576.0, 268435456.0));
+    perf::Link intra = measure_link(world, 0, 1, bytes);
+    int other = other_node_rank(world, cfg.ranks_per_node);
+    perf::Link inter = other > 0 ? measure_link(world, 0, other, bytes) : intra;
+    if (t.intra_gbps <= 0) prof.links.intra = intra;
+    if (t.link_gbps <= 0) prof.links.inter = inter;
+    if (t.latency_us >= 0) prof.links.intra.latency = prof.links.inter.latency = lat;
+    else if (t.link_gbps > 0) prof.links.inter.latency = inter.latency;
+    prof.links_source = "ping-pong, " + std::to_string(size) + " ranks" +
+                        (other > 0 ? ", nodes 0 and " + std::to_string(other) : ", one node");
+  }
+  if (rank != 0) {  // only rank 0 profiles compute; the others wait without spinning on a core
+    MPI_Request req;
+    DT_CHECK_MPI(MPI_Ibarrier(world, &req));
+    for (int done = 0; !done;) {
+      DT_CHECK_MPI(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
+      if (!done) usleep(2000);
+    }
+    return kExitOk;
+  }
+  const double ram = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+  const double budget = t.memory_gb > 0 ? t.memory_gb * 1e9 : ram / t.gpus_per_node;
+  std::printf("dtrain tune: model %s, P = %.3f MB, memory %.2f MB fixed + %.3f MB per image (budget %.2f GB), %d thread(s), load %.2f\n",
+              cfg.model.c_str(), prof.param_bytes / 1e6, prof.fixed_bytes / 1e6, prof.per_sample_bytes / 1e6,
+              budget / 1e9, prof.threads, prof.load_before);
+  std::printf("links (%s): intra %.3f GB/s %.1f µs, inter %.3f GB/s %.1f µs\n", prof.links_source.c_str(),
+              prof.links.intra.bandwidth / 1e9, prof.links.intra.latency * 1e6, prof.links.inter.bandwidth / 1e9,
+              prof.links.inter.latency * 1e6);
+  std::printf("%10s %10s %10s %12s\n", "X_mini", "T_C ms", "images/s", "memory MB");
+  std::vector<perf::MinibatchCandidate> cands;
+  for (int x : t.candidates) {
+    ComputePoint q;
+    q.minibatch = x;
+    q.memory_bytes = prof.fixed_bytes + prof.per_sample_bytes * x;
+    q.t_c = measure_step_time(cfg, x, t.profile_steps, prof.threads);
+    q.images_per_s = x / q.t_c;
+    prof.points.push_back(q);
+    cands.push_back({x, q.memory_bytes, q.images_per_s});
+    std::printf("%10d %10.2f %10.0f %12.1f%s\n", x, 1e3 * q.t_c, q.images_per_s, q.memory_bytes / 1e6,
+                q.memory_bytes > budget ? "  (does not fit)" : "");
+  }
+  int pick = perf::choose_minibatch(cands, budget, t.knee);
+  if (pick < 0) DT_USAGE("dtrain tune: no candidate minibatch fits ", budget / 1e9, " GB (option 'device-memory-gb')");
+  const ComputePoint& best = prof.points[static_cast<size_t>(pick)];
+  std::printf("chosen minibatch %d (the smallest within %.0f%% of the best images/s that fits)\n", best.minibatch,
+              100 * t.knee);
+
+  auto rows = predict_cluster(best.t_c, prof.param_bytes, prof.links, t.nodes, t.gpus_per_node);
+  std::printf("%4s %5s | %4s %9s %6s %6s | %4s %9s %6s %6s | %9s %6s | %9s\n", "G", "nodes", "Nps", "ps T_O ms", "α",
+              "S", "Nps", "hy T_O ms", "α", "S", "ar T_O ms", "S", "BytePS ms");
+  for (const auto& r : rows)
+    std::printf("%4d %5d | %4d %9.2f %6.3f %6.2f | %4d %9.2f %6.3f %6.2f | %9.2f %6.2f | %9.2f\n", r.g, r.nodes,
+                r.ps_servers, 1e3 * r.ps_t_o, r.ps_alpha, r.g * r.ps_alpha, r.hybrid_servers, 1e3 * r.hybrid_t_o,
+                r.hybrid_alpha, r.g * r.hybrid_alpha, 1e3 * r.allreduce_t_o, r.g * r.allreduce_alpha, 1e3 * r.byteps_t);
+  // The seed formula with one PS and no overlap: R_O = 2·P / (B·T_C) per worker.
+  const double r_o = 2 * prof.param_bytes / (prof.links.inter.bandwidth * best.t_c);
+  std::printf("one PS, no overlap: R_O = %.4f, S saturates at %.1f, largest G with α ≥ %.2f: %d%s\n", r_o,
+              perf::speedup_limit(r_o), t.target_efficiency, perf::max_workers(r_o, t.target_efficiency),
+              rows.back().sender_ok ? "" : "; the sender link cannot carry 2·P within T_C");
+
+  // The tuned job: the mode with the best predicted speedup at G = n·g.
+  const ClusterRow& last = rows.back();
+  const int g = last.g;
+  TrainConfig tuned = cfg;
+  tuned.minibatch = best.minibatch;
+  tuned.threads = prof.threads;
+  if (g == 1) {
+    tuned.mode = "allreduce";
+    tuned.ps = 0;
+    tuned.ranks_per_node = 0;
+  } else if (t.nodes > 1 && t.gpus_per_node > 1 && last.hybrid_alpha >= last.ps_alpha) {
+    tuned.mode = "hybrid";
+    tuned.ps = last.hybrid_servers;
+    tuned.ranks_per_node = t.gpus_per_node;
+  } else {
+    tuned.mode = "ps";
+    tuned.ps = last.ps_servers;
+    tuned.ranks_per_node = t.nodes > 1 ? t.gpus_per_node : 0;
+  }
+  const int base = t.base_batch > 0 ? t.base_batch : cfg.minibatch;
+  perf::ScaledLr lr = perf::scale_lr(cfg.lr, base, best.minibatch * g, std::min(5.0, 0.1 * cfg.epochs));
+  tuned.lr = static_cast<float>(lr.lr);
+  tuned.warmup_epochs = static_cast<float>(std::max<double>(cfg.warmup_epochs, lr.warmup_epochs));
+  tuned.loader_depth = std::max(2, cfg.loader_depth);
+  std::ofstream f(t.out);
+  if (!f) DT_USAGE("dtrain tune: option 'out': cannot write '", t.out, "'");
+  f << "# Tuned by dtrain tune for " << t.nodes << " node(s) × " << t.gpus_per_node << " worker(s) from "
+    << (cfg.job.empty() ? std::string("the command line") : cfg.job) << ".\n# Run: "
+    << (g + tuned.ps > 1 ? "mpirun -np " + std::to_string(g + tuned.ps) + " " : std::string())
+    << "dtrain train --job " << t.out << "\n# lr " << cfg.lr << " for global batch " << base << " scaled to "
+    << best.minibatch * g << " (Goyal et al. 2017); profile: " << t.out << ".profile.json\n"
+    << job_file_text(tuned);
+  std::ofstream pf(t.out + ".profile.json");
+  pf << prof.to_json().dump(1) << "\n";
+  std::printf("wrote %s (mode %s, ps %d, minibatch %d, lr %.4g, warm-up %.2f epochs) and %s.profile.json\n",
+              t.out.c_str(), tuned.mode.c_str(), tuned.ps, tuned.minibatch, tuned.lr, tuned.warmup_epochs,
+              t.out.c_str());
+  MPI_Request req;
+  DT_CHECK_MPI(MPI_Ibarrier(world, &req));
+  DT_CHECK_MPI(MPI_Wait(&req, MPI_STATUS_IGNORE));
+  return kExitOk;
+}
+
+}  // namespace dtrain::engine
