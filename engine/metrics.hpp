@@ -1,11 +1,14 @@
 // engine/metrics.hpp — the JSON Lines metrics file and the human progress line.
 //
 // DESIGN.md §5: rank 0 writes one JSON object per log interval
-//   {"kind":"step","step","epoch","loss","lr","images_per_s","t_compute_s","t_comm_s","t_io_wait_s"}
+//   {"kind":"step","step","epoch","loss","lr","images_per_s","t_compute_s","t_comm_s","t_io_wait_s",
+//    "t_comm_total_s","comm_hidden_fraction","io_wait_fraction"}
 // and one per epoch
 //   {"kind":"epoch","epoch","step","test_loss","test_accuracy","epoch_time_s"}.
 // Times are seconds per step averaged over the interval (T_C, exposed T_O,
-// I/O wait); images_per_s counts images of all workers.
+// I/O wait); t_comm_total_s is the whole exchange time (hidden + exposed),
+// comm_hidden_fraction = 1 − t_comm_s / t_comm_total_s, io_wait_fraction = the
+// interval's I/O wait ÷ its wall time; images_per_s counts images of all workers.
 #pragma once
 
 #include <cstdio>

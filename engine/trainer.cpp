@@ -306,11 +306,12 @@ TrainResult train(const TrainConfig& cfg, MPI_Comm world_comm) {
           metrics.write({{"kind", "step"}, {"step", step}, {"epoch", epoch}, {"loss", mean_loss}, {"lr", lr},
                          {"images_per_s", ips}, {"t_compute_s", t_compute / interval_steps},
                          {"t_comm_s", t_comm / interval_steps}, {"t_io_wait_s", t_io / interval_steps},
-                         {"t_comm_total_s", t_comm_busy / interval_steps}, {"comm_hidden_fraction", hidden}});
-          std::printf("epoch %d step %lld/%lld loss %.4f lr %.4g %.0f img/s (T_C %.2f ms, comm %.2f ms exposed of %.2f, io %.2f ms)\n",
+                         {"t_comm_total_s", t_comm_busy / interval_steps}, {"comm_hidden_fraction", hidden},
+                         {"io_wait_fraction", t_io / dt}});
+          std::printf("epoch %d step %lld/%lld loss %.4f lr %.4g %.0f img/s (T_C %.2f ms, comm %.2f ms exposed of %.2f, io wait %.2f ms = %.1f%%)\n",
                       epoch + 1, static_cast<long long>(s + 1), static_cast<long long>(spe), mean_loss, lr, ips,
                       1e3 * t_compute / interval_steps, 1e3 * t_comm / interval_steps,
-                      1e3 * t_comm_busy / interval_steps, 1e3 * t_io / interval_steps);
+                      1e3 * t_comm_busy / interval_steps, 1e3 * t_io / interval_steps, 100.0 * t_io / dt);
           std::fflush(stdout);
         }
         interval_loss = t_compute = t_io = t_comm = t_comm_busy = 0;
