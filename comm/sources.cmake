@@ -5,4 +5,10 @@ set(DTRAIN_COMM_SOURCES
   comm/ring_allreduce.cpp
   comm/exchange.cpp
   comm/ps_client.cpp
-  comm/ps_server.cpp)
+  comm/ps_server.cpp
+  comm/device_binding.cpp)
+# The NCCL intra-node reducer: only when CUDA and NCCL are found (CMakeLists.txt
+# sets DTRAIN_HAVE_NCCL and links NCCL into dtrain_comm).
+if(DTRAIN_HAVE_NCCL)
+  list(APPEND DTRAIN_COMM_SOURCES comm/nccl_reducer.cpp)
+endif()

@@ -1,6 +1,8 @@
 // layers/backend.cpp — the ordered list of backends and the factory.
 #include "layers/backend.hpp"
 
+#include <cstring>
+
 #include "core/error.hpp"
 #include "layers/cpu/onednn.hpp"
 #include "layers/cpu/reference.hpp"
@@ -10,6 +12,14 @@
 #endif
 
 namespace dtrain::layers {
+
+void Backend::upload(const void* host, void* dst, size_t bytes) {
+  if (bytes > 0 && host != dst) std::memmove(dst, host, bytes);
+}
+
+void Backend::download(const void* src, void* host, size_t bytes) {
+  if (bytes > 0 && src != host) std::memmove(host, src, bytes);
+}
 
 std::vector<std::string> available_backends() {
   std::vector<std::string> v{"cpu", "reference"};

@@ -17,7 +17,9 @@
 //
 // Backends: "reference" (plain loops, layers/cpu/reference*.cpp, the truth the
 // others are tested against), "cpu" (oneDNN + BLAS, layers/cpu/), "cuda"
-// (cuDNN + cuBLAS, layers/cuda/, built when the toolkit is found).
+// (cuDNN + cuBLAS, layers/cuda/, built when the toolkit is found; its device
+// pointers are not host-readable: data enters through upload(), leaves through
+// download()).
 #pragma once
 
 #include <cstddef>
@@ -136,8 +138,16 @@ class Backend {
 
   // Storage for `count` floats on the backend's device, zero-filled.
   virtual std::shared_ptr<float> allocate(size_t count) = 0;
-  virtual void copy(const float* src, float* dst, size_t count) = 0;
+  virtual void copy(const float* src, float* dst, size_t count) = 0;  // device → device
   virtual void fill(float* dst, size_t count, float value) = 0;
+  // Host memory ↔ the backend's device (bytes, so int32 labels travel too; `dst`/`src`
+  // on the device side come from allocate()). upload() returns once `host` may be
+  // reused; download() once `host` holds the data (it waits for queued work).
+  // Default, for host backends: memmove.
+  virtual void upload(const void* host, void* dst, size_t bytes);
+  virtual void download(const void* src, void* host, size_t bytes);
+  // Waits until every queued kernel of this backend has finished (no-op on the CPU).
+  virtual void synchronize() {}
 
   virtual std::unique_ptr<ConvKernel> conv(const ConvDesc& d) = 0;
   virtual std::unique_ptr<PoolKernel> pool(const PoolDesc& d) = 0;

@@ -106,7 +106,7 @@ void Net::finalize(Backend& backend, uint64_t seed) {
   grads_ = Tensor::view(grads_store_.get(), Shape::vec(static_cast<int64_t>(np)), dev);
   buffers_ = Tensor::view(buffers_store_.get(), Shape::vec(static_cast<int64_t>(nb)), dev);
 
-  // Initialise on the host, then copy to the device (a no-op copy on the CPU).
+  // Initialise on the host, then upload to the device (a plain copy on the CPU).
   std::vector<float> host;
   uint64_t stream = 0;
   size_t po = 0, bo = 0;
@@ -117,7 +117,7 @@ void Net::finalize(Backend& backend, uint64_t seed) {
       size_t c = static_cast<size_t>(s.shape.numel());
       host.resize(c);
       init_values(host.data(), c, s.init, s.fan_in, s.fan_out, seed, stream++);
-      backend.copy(host.data(), params_.data() + po, c);
+      backend.upload(host.data(), params_.data() + po, c * sizeof(float));
       p.push_back(Tensor::view(params_.data() + po, s.shape, dev));
       g.push_back(Tensor::view(grads_.data() + po, s.shape, dev));
       po += c;
@@ -126,7 +126,7 @@ void Net::finalize(Backend& backend, uint64_t seed) {
       size_t c = static_cast<size_t>(s.shape.numel());
       host.resize(c);
       init_values(host.data(), c, s.init, 1, 1, seed, stream++);
-      backend.copy(host.data(), buffers_.data() + bo, c);
+      backend.upload(host.data(), buffers_.data() + bo, c * sizeof(float));
       b.push_back(Tensor::view(buffers_.data() + bo, s.shape, dev));
       bo += c;
     }
