@@ -85,10 +85,11 @@ int cmd_data(const std::vector<std::string>& args) {
   po::positional_options_description pos;
   pos.add("what", 1);
   auto vm = parse(args, desc, "data", &pos);
-  if (vm.count("help") || what.empty()) {
+  if (vm.count("help")) {
     std::cout << desc;
-    return what.empty() && !vm.count("help") ? kExitUsage : kExitOk;
+    return kExitOk;
   }
+  if (what.empty()) DT_USAGE("dtrain data: which dataset? (fashion-mnist | synth; --help lists the options)");
   if (what == "synth") {
     long long h = 0, w = 0, c = 0;
     char x1 = 0, x2 = 0;
@@ -97,11 +98,14 @@ int cmd_data(const std::vector<std::string>& args) {
       DT_USAGE("dtrain data synth: option 'shape': '", shape, "' is not HxWxC (e.g. 224x224x3)");
     if (out.empty()) DT_USAGE("dtrain data synth: option 'out' (the HDF5 file) is required");
     if (n <= 0) DT_USAGE("dtrain data synth: option 'n' must be > 0");
+    if (h <= 0 || w <= 0 || c <= 0 || h > 65536 || w > 65536 || c > 4096 || h * w * c > (1LL << 30))
+      DT_USAGE("dtrain data synth: option 'shape': ", shape, " must be positive with at most 2^30 bytes per image");
     io::synthesize_dataset(out, n, h, w, c, classes, seed);
     log::info(out, ": ", n, " synthetic images ", h, "x", w, "x", c, ", ", classes, " classes");
     return kExitOk;
   }
   if (what != "fashion-mnist") DT_USAGE("dtrain data: unknown dataset '", what, "' (known: fashion-mnist, synth)");
+  if (vm.count("out") && out.empty()) DT_USAGE("dtrain data fashion-mnist: option 'out' is empty");
   if (out.empty()) out = settings::data_dir();
   io::ConvertSummary s = io::convert_fashion_mnist(src, out);
   log::info(s.describe());
@@ -114,11 +118,14 @@ int cmd_model(const std::vector<std::string>& args) {
   po::options_description desc("dtrain model --name NAME [--minibatch N]");
   desc.add_options()("help,h", "this help")("name", po::value(&name), "lenet5 | resnet20 | alexnet | alexnet-owt | resnet18 | resnet50")(
       "minibatch", po::value(&minibatch)->default_value(1), "minibatch for the shapes and FLOPs");
-  auto vm = parse(args, desc, "model");
-  if (vm.count("help") || name.empty()) {
+  po::positional_options_description pos;
+  pos.add("name", 1);
+  auto vm = parse(args, desc, "model", &pos);
+  if (vm.count("help")) {
     std::cout << desc;
-    return name.empty() && !vm.count("help") ? kExitUsage : kExitOk;
+    return kExitOk;
   }
+  if (name.empty()) DT_USAGE("dtrain model: which model? (--name lenet5 | resnet20 | alexnet | alexnet-owt | resnet18 | resnet50)");
   if (minibatch < 1) DT_USAGE("dtrain model: option 'minibatch' must be >= 1");
   layers::ModelOptions mo;
   mo.minibatch = minibatch;
