@@ -1,1 +1,1 @@
-set(DTRAIN_TESTS_MPI test_mpi_comm.cpp test_mpi_comm_modes.cpp)
+set(DTRAIN_TESTS_MPI test_mpi_comm.cpp test_mpi_comm_modes.cpp test_mpi_device_binding.cpp)
