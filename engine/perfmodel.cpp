@@ -106,14 +106,28 @@ double exchange_time(const RunShape& r, const Links& l) {
   return intra + ps_term(r.nodes());
 }
 
+int sync_hops(const RunShape& r) {
+  auto log2c = [](int n) { return n <= 1 ? 0 : static_cast<int>(std::ceil(std::log2(n) - 1e-9)); };
+  if (r.mode == 0) return log2c(r.workers);
+  if (r.mode == 1) return 2;
+  const int k = r.ranks_per_node > 0 ? std::min(r.ranks_per_node, r.workers) : r.workers;
+  return 2 + 2 * log2c(k);
+}
+
+double wakeup_wait(double rho, const MachineLoad& m) {
+  if (rho <= 1) return 0;
+  double slice = std::max(m.min_granularity, m.sched_latency / rho);
+  return (rho - 1) / rho * slice;
+}
+
 StepPrediction predict_step(double t_c1, const RunShape& r, const Links& l, const MachineLoad& m) {
   DT_CHECK(t_c1 > 0, "predict_step: T_C ", t_c1);
   StepPrediction s;
+  const double rho = (r.workers * r.threads + m.background) / m.cores;
   s.contention = cpu_contention(r.workers * r.threads + m.background, m.cores);
   s.t_c = s.contention * t_c1;
-  s.t_comm = exchange_time(r, l);
-  if (r.workers + r.servers > m.cores) s.t_comm *= s.contention;
-  s.t_o = s.t_comm;
+  s.t_comm = exchange_time(r, l) * s.contention;
+  s.t_o = s.t_comm + sync_hops(r) * wakeup_wait(rho, m);
   s.t_step = s.t_c + s.t_o;
   return s;
 }

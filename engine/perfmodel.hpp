@@ -92,11 +92,22 @@ struct RunShape {
 struct MachineLoad {
   double cores = 1;
   double background = 0;
+  double sched_latency = 0.012;  // Linux CFS period for ≤ 8 runnable: 6 ms · (1 + log2 cores), here 2 cores
+  double min_granularity = 0.0015;  // CFS minimum slice: 0.75 ms · (1 + log2 cores)
 };
 
 // CPU contention factor κ: runnable compute threads over cores, at least 1
 // (time-slicing: every thread gets cores/runnable of a core).
 double cpu_contention(double runnable_threads, double cores);
+
+// Synchronisation hops on a step's critical path (a rank waits for a message
+// from another): allreduce ⌈log2 G⌉ (recursive doubling of small messages),
+// ps 2 (push, pull), hybrid 2 + 2·⌈log2 K⌉ (node reduce, push, pull, node bcast).
+int sync_hops(const RunShape& r);
+// Expected wait for a descheduled rank to run again when ρ = runnable / cores > 1
+// (CFS time slicing, ours): slice = max(min_granularity, latency / ρ), and the
+// woken rank waits on average (ρ − 1)/ρ of a slice; 0 when ρ ≤ 1.
+double wakeup_wait(double rho, const MachineLoad& m);
 
 // Busy time of one step's gradient exchange (seconds), per mode:
 //   allreduce  ring over G ranks: 2(G−1)/G·P/B + 2(G−1)·λ  (B, λ: inter when
@@ -116,7 +127,11 @@ struct StepPrediction {
   double t_step = 0;      // T_C + T_O
   double r_o() const { return t_c > 0 ? t_o / t_c : 0; }
 };
-// t_c1: T_C of one worker alone at this minibatch and thread count.
+// t_c1: T_C of one worker alone on an idle machine at this minibatch and thread count.
+//   ρ = (G·threads + background) / cores,  κ = max(1, ρ)      CPU contention
+//   T_C = κ · T_C1   (BSP: the step ends when the last time-sliced worker is done)
+//   T_O = exchange_time·κ + sync_hops · wakeup_wait(ρ)         (ρ > 1: oversubscribed)
+//   step = T_C + T_O
 StepPrediction predict_step(double t_c1, const RunShape& r, const Links& l, const MachineLoad& m);
 
 }  // namespace dtrain::engine::perf

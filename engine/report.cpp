@@ -2,9 +2,6 @@
 // `dtrain report`: measured against predicted step times.
 #include "engine/report.hpp"
 
-#include <sys/resource.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <boost/program_options.hpp>
 #include <cmath>
@@ -25,24 +22,6 @@ namespace po = boost::program_options;
 namespace dtrain::engine {
 
 namespace {
-
-// Busy CPU seconds of the whole machine since boot (/proc/stat "cpu" line:
-// user nice system idle iowait irq softirq steal; busy = all − idle − iowait).
-double machine_busy_seconds() {
-  std::ifstream f("/proc/stat");
-  std::string cpu;
-  double v[8] = {0};
-  if (!(f >> cpu) || cpu != "cpu") return 0;
-  for (double& x : v) f >> x;
-  double busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
-  return busy / static_cast<double>(sysconf(_SC_CLK_TCK));
-}
-
-double self_cpu_seconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return u.ru_utime.tv_sec + u.ru_utime.tv_usec * 1e-6 + u.ru_stime.tv_sec + u.ru_stime.tv_usec * 1e-6;
-}
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0;

@@ -122,6 +122,7 @@ int cmd_tune(const std::vector<std::string>& args) {
       "knee", po::value(&t.knee)->default_value(0.05), "minibatch: smallest within this fraction of the best images/s")(
       "candidates", po::value(&candidates)->default_value(candidates), "minibatch sizes to profile")(
       "profile-steps", po::value(&t.profile_steps)->default_value(5), "measured steps per candidate (after one warm-up)")(
+      "t-c-ms", po::value(&t.t_c_ms)->default_value(0), "what-if: T_C per step (ms) at the job's minibatch, e.g. a GPU's; 0: measure")(
       "base-batch", po::value(&t.base_batch)->default_value(0), "global batch the job's lr is for (0: the job's minibatch)")(
       "out", po::value(&t.out)->default_value("tuned.ini"), "tuned job file (the profile goes to OUT.profile.json)");
   po::variables_map vm;

@@ -20,6 +20,7 @@ struct TuneOptions {
   double target_efficiency = 0.8, knee = 0.05;
   std::vector<int> candidates;
   int profile_steps = 5;
+  double t_c_ms = 0;  // > 0: T_C per step at the job's minibatch is given (what-if), not measured
   int base_batch = 0;
   std::string out = "tuned.ini";
 };

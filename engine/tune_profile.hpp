@@ -30,7 +30,9 @@ namespace dtrain::engine {
 
 struct ComputePoint {
   int minibatch = 0;
-  double t_c = 0;           // seconds per step, one worker alone, median
+  double t_c = 0;           // seconds per step, one worker alone on an idle machine:
+                            // median measured / κ(threads + background during the measurement)
+  double background = 0;    // cores other processes used while it was measured
   double images_per_s = 0;  // minibatch / t_c
   double memory_bytes = 0;  // fixed + per_sample · minibatch (+ workspace)
 };
@@ -62,13 +64,17 @@ double measure_step_time(const TrainConfig& cfg, int x, int steps, int threads);
 void measure_memory(const std::string& model, int classes, Profile& p);
 
 // Ping-pong between world ranks a and b (collective over `world`; other ranks
-// wait): one-way time of `bytes`, median of `iters`. Returns seconds.
-double pingpong_seconds(MPI_Comm world, int a, int b, size_t bytes, int iters);
+// wait): one-way time of `bytes`, median (or the fastest) of `iters`. Seconds.
+double pingpong_seconds(MPI_Comm world, int a, int b, size_t bytes, int iters, bool fastest = false);
 
 // Bandwidth and latency from a small (8 B) and a large (`bytes`) ping-pong:
-//   latency = t(8 B),  bandwidth = bytes / (t(bytes) − latency).
+//   latency = fastest t(8 B) (the link, not the scheduler),  bandwidth = bytes / (t(bytes) − latency).
 perf::Link measure_link(MPI_Comm world, int a, int b, size_t bytes);
 
 double load_average_1m();  // /proc/loadavg; 0 when unreadable
+// Busy CPU seconds of the whole machine since boot (/proc/stat: user nice system
+// irq softirq steal — steal is time the hypervisor gave to other guests); 0 when unreadable.
+double machine_busy_seconds();
+double self_cpu_seconds();  // user + system CPU seconds of this process (getrusage)
 
 }  // namespace dtrain::engine

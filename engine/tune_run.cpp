@@ -116,17 +116,25 @@ int run_tune(const TuneOptions& t, TrainConfig cfg, MPI_Comm world) {
   std::printf("links (%s): intra %.3f GB/s %.1f µs, inter %.3f GB/s %.1f µs\n", prof.links_source.c_str(),
               prof.links.intra.bandwidth / 1e9, prof.links.intra.latency * 1e6, prof.links.inter.bandwidth / 1e9,
               prof.links.inter.latency * 1e6);
-  std::printf("%10s %10s %10s %12s\n", "X_mini", "T_C ms", "images/s", "memory MB");
+  std::printf("%10s %10s %10s %12s %6s\n", "X_mini", "T_C ms", "images/s", "memory MB", "bg");
   std::vector<perf::MinibatchCandidate> cands;
   for (int x : t.candidates) {
     ComputePoint q;
     q.minibatch = x;
     q.memory_bytes = prof.fixed_bytes + prof.per_sample_bytes * x;
-    q.t_c = measure_step_time(cfg, x, t.profile_steps, prof.threads);
+    if (t.t_c_ms > 0) {  // what-if: T_C given at the job's minibatch, proportional to X
+      q.t_c = t.t_c_ms * 1e-3 * x / cfg.minibatch;
+    } else {  // measured, then corrected for the other jobs that shared the cores meanwhile
+      const double w0 = MPI_Wtime(), b0 = machine_busy_seconds(), c0 = self_cpu_seconds();
+      const double raw = measure_step_time(cfg, x, t.profile_steps, prof.threads);
+      const double wall = MPI_Wtime() - w0, busy = machine_busy_seconds() - b0, mine = self_cpu_seconds() - c0;
+      q.background = b0 > 0 && wall > 0.2 ? std::max(0.0, (busy - mine) / wall) : 0.0;
+      q.t_c = raw / perf::cpu_contention(prof.threads + q.background, cores);
+    }
     q.images_per_s = x / q.t_c;
     prof.points.push_back(q);
     cands.push_back({x, q.memory_bytes, q.images_per_s});
-    std::printf("%10d %10.2f %10.0f %12.1f%s\n", x, 1e3 * q.t_c, q.images_per_s, q.memory_bytes / 1e6,
+    std::printf("%10d %10.2f %10.0f %12.1f %6.2f%s\n", x, 1e3 * q.t_c, q.images_per_s, q.memory_bytes / 1e6, q.background,
                 q.memory_bytes > budget ? "  (does not fit)" : "");
   }
   int pick = perf::choose_minibatch(cands, budget, t.knee);

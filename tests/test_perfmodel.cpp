@@ -70,3 +70,50 @@ TEST_CASE("linear learning-rate scaling with warm-up (Goyal et al. 2017)", "[per
   CHECK(s.warmup_epochs == Approx(5.0));
   CHECK(scale_lr(0.05, 64, 64).warmup_epochs == 0.0);
 }
+
+TEST_CASE("step-time model of a run on a shared machine", "[perfmodel]") {
+  // 2 cores, idle: 1 worker, T_C1 = 10 ms → ρ = 0.5, κ = 1, no exchange: step = 10 ms.
+  RunShape one;
+  one.param_bytes = 1e6;
+  Links l;
+  l.intra = l.inter = {1e9, 1e-5};
+  MachineLoad m{2, 0, 0.012, 0.0015};
+  StepPrediction p = predict_step(0.010, one, l, m);
+  CHECK(p.contention == Approx(1.0));
+  CHECK(p.t_step == Approx(0.010));
+  // 4 workers, ps with 2 servers, background 1 core: ρ = (4 + 1)/2 = 2.5 = κ.
+  // T_C = 2.5·10 = 25 ms. Exchange: max(2·4·1e6/(2·1e9), 2·1e6/1e9) = max(4, 2) ms = 4 ms,
+  // + latency 2·1e-5·4/2 = 0.04 ms → 4.04 ms, ·κ = 10.1 ms.
+  // Wake-up: slice = max(1.5, 12/2.5 = 4.8) = 4.8 ms; wait = (1.5/2.5)·4.8 = 2.88 ms; 2 hops → 5.76 ms.
+  RunShape ps = one;
+  ps.mode = 1;
+  ps.workers = 4;
+  ps.servers = 2;
+  CHECK(sync_hops(ps) == 2);
+  CHECK(wakeup_wait(2.5, m) == Approx(0.00288));
+  p = predict_step(0.010, ps, l, {2, 1, 0.012, 0.0015});
+  CHECK(p.contention == Approx(2.5));
+  CHECK(p.t_c == Approx(0.025));
+  CHECK(p.t_o == Approx(0.0101 + 0.00576));
+  CHECK(p.t_step == Approx(0.025 + 0.0101 + 0.00576));
+  // Hybrid, K = 2: hops 2 + 2·1 = 4; exchange: intra 2·1/2·1e6/1e9 = 1 ms + 2·1·1e-5 = 0.02 ms,
+  // leaders (2 nodes) ⇄ 1 server: max(2·2·1e6/1e9, 2e-3) = 4 ms + 2·1e-5·2 = 0.04 ms → 5.06 ms.
+  RunShape hy = ps;
+  hy.mode = 2;
+  hy.servers = 1;
+  hy.ranks_per_node = 2;
+  CHECK(hy.nodes() == 2);
+  CHECK(sync_hops(hy) == 4);
+  CHECK(exchange_time(hy, l) == Approx(0.00506));
+  // Allreduce over 4 on one node: 2·3/4·1 ms = 1.5 ms + 2·3·1e-5 = 0.06 ms; hops ⌈log2 4⌉ = 2.
+  RunShape ar = ps;
+  ar.mode = 0;
+  ar.servers = 0;
+  CHECK(exchange_time(ar, l) == Approx(0.00156));
+  CHECK(sync_hops(ar) == 2);
+  // Oversubscribed a lot: ρ = 20 → slice = max(1.5, 0.6) = 1.5 ms; wait = 0.95·1.5 = 1.425 ms.
+  CHECK(wakeup_wait(20, m) == Approx(0.001425));
+  CHECK(wakeup_wait(1.0, m) == 0.0);
+  CHECK(cpu_contention(1, 2) == 1.0);
+  REQUIRE_THROWS_AS(predict_step(0, one, l, m), dtrain::Error);
+}

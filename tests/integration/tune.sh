@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# dtrain tune and dtrain report on LeNet-5 (quick: two small candidates, two
+# steps each): the tuned job file exists and trains as is for 5 steps (one
+# rank for a 1×1 cluster; mpirun with the printed rank count for 2×2), and
+# dtrain report reads the produced metrics and prints the model's prediction.
+source "$(dirname "$0")/lib.sh"
+D="$WORK/data"
+W="$WORK/tune"
+rm -rf "$W" && mkdir -p "$W"
+job=(--job "$SRC/jobs/fashion_lenet.ini" --train-data "$D/fashion-mnist-train.h5"
+     --test-data "$D/fashion-mnist-test.h5" --max-test-samples 64 --threads 1)
+mpirun -np 2 --oversubscribe --bind-to none "$DTRAIN" tune "${job[@]}" --nodes 1 --gpus-per-node 1 \
+  --candidates 8,16 --profile-steps 2 --out "$W/tuned.ini" | tee "$W/tune.log"
+[ -s "$W/tuned.ini" ] || fail "no tuned job file"
+[ -s "$W/tuned.ini.profile.json" ] || fail "no profile"
+grep -q "^minibatch = \(8\|16\)$" "$W/tuned.ini" || fail "tuned minibatch is not a candidate"
+grep -q "chosen minibatch" "$W/tune.log" || fail "tune printed no choice"
+"$DTRAIN" train --job "$W/tuned.ini" --max-steps 5 --log-interval 2 --metrics "$W/one.jsonl"
+grep -q '"kind":"run"' "$W/one.jsonl" || fail "no run record in the metrics"
+
+# A 2-node × 2-worker cluster: ps or hybrid with servers; the file says how to launch it.
+"$DTRAIN" tune "${job[@]}" --nodes 2 --gpus-per-node 2 --link-gbps 1 --candidates 8,16 \
+  --profile-steps 2 --out "$W/tuned4.ini" > "$W/tune4.log"
+np=$(sed -n 's/^# Run: mpirun -np \([0-9]*\) .*/\1/p' "$W/tuned4.ini")
+[ -n "$np" ] || fail "tuned4.ini names no rank count"
+grep -q "^mode = \(ps\|hybrid\)$" "$W/tuned4.ini" || fail "2×2 cluster tuned to neither ps nor hybrid"
+mpirun -np "$np" --oversubscribe --bind-to none "$DTRAIN" train --job "$W/tuned4.ini" --max-steps 5 \
+  --log-interval 2 --metrics "$W/four.jsonl"
+
+out=$("$DTRAIN" report --profile "$W/tuned.ini.profile.json" --metrics "$W/one.jsonl" "$W/four.jsonl")
+echo "$out"
+grep -q "lenet5" <<<"$out" || fail "report lacks the runs"
+grep -q "run(s) outside" <<<"$out" || fail "report lacks the verdict line"
+grep '"kind":"step"' "$W/one.jsonl" > "$W/norun.jsonl"
+expect_exit 2 'no {"kind":"run"} record' -- "$DTRAIN" report --metrics "$W/norun.jsonl"
+echo "tune: ok"
