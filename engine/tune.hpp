@@ -27,9 +27,10 @@ struct TuneOptions {
 
 // One row of the cluster prediction for G workers on ⌈G/g⌉ nodes, one worker
 // per GPU (no CPU sharing). N_ps from perf::ps_count (senders: G for ps, the
-// nodes for hybrid); T_O = max(0, exchange_time − T_C) (the exchange hides
-// under the step's compute, the paper's condition); α = (T_C + T_O(1)) /
-// (T_C + T_O(G)) (weak scaling: fixed X_mini per worker); S = G·α.
+// nodes for hybrid), capped at one server per sender when the sender's link
+// cannot carry 2·P within T_C; T_O = max(0, exchange_time − T_C) (the exchange
+// hides under the step's compute, the paper's condition), 0 for G = 1;
+// α = T_C / (T_C + T_O(G)) (weak scaling: fixed X_mini per worker); S = G·α.
 struct ClusterRow {
   int g = 1, nodes = 1;
   int ps_servers = 1, hybrid_servers = 1;

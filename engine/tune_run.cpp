@@ -45,23 +45,27 @@ std::vector<ClusterRow> predict_cluster(double t_c, double p, const perf::Links&
     s.servers = servers;
     s.ranks_per_node = gpn;
     s.param_bytes = p;
-    return std::max(0.0, perf::exchange_time(s, l) - t_c);
+    return g == 1 ? 0.0 : std::max(0.0, perf::exchange_time(s, l) - t_c);  // one GPU exchanges nothing
   };
-  const double base_ps = t_o(1, 1, 1), base_h = t_o(2, 1, 1);
   for (int g = 1; g <= nodes * gpn; ++g) {
     ClusterRow r;
     r.g = g;
     r.nodes = (g + gpn - 1) / gpn;
+    r.sender_ok = perf::sender_link_ok(p, l.inter.bandwidth, t_c);
+    // When the sender's own link cannot carry 2·P within T_C, servers beyond one per sender do not help.
     r.ps_servers = perf::ps_count(g, p, l.inter.bandwidth, t_c);
     r.hybrid_servers = perf::ps_count(r.nodes, p, l.inter.bandwidth, t_c);
+    if (!r.sender_ok) {
+      r.ps_servers = std::min(r.ps_servers, g);
+      r.hybrid_servers = std::min(r.hybrid_servers, r.nodes);
+    }
     r.ps_t_o = t_o(1, g, r.ps_servers);
     r.hybrid_t_o = t_o(2, g, r.hybrid_servers);
     r.allreduce_t_o = t_o(0, g, 0);
     r.byteps_t = g >= 2 ? perf::byteps_time(g, r.ps_servers, p, l.inter.bandwidth) : 0.0;
-    r.ps_alpha = (t_c + base_ps) / (t_c + r.ps_t_o);
-    r.hybrid_alpha = (t_c + base_h) / (t_c + r.hybrid_t_o);
+    r.ps_alpha = t_c / (t_c + r.ps_t_o);
+    r.hybrid_alpha = t_c / (t_c + r.hybrid_t_o);
     r.allreduce_alpha = t_c / (t_c + r.allreduce_t_o);
-    r.sender_ok = perf::sender_link_ok(p, l.inter.bandwidth, t_c);
     rows.push_back(r);
   }
   return rows;

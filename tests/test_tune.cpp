@@ -18,12 +18,15 @@ TEST_CASE("cluster prediction: AlexNet over 1 GbE and 100 Gb/s", "[tune]") {
   auto rows = predict_cluster(0.5, 244e6, gbe, 2, 4);
   REQUIRE(rows.size() == 8);
   CHECK_FALSE(rows[0].sender_ok);
-  // G = 8, ps: N_ps = ⌈2·8·244e6/(0.125e9·0.5)⌉ = ⌈62.464⌉ = 63; exchange = max(3904e6/(63·0.125e9) = 0.4957,
-  // 3.904) = 3.904 s → T_O = 3.404 s; G = 1 has the same T_O, so α = 1 (the sender link caps every G).
-  CHECK(rows[7].ps_servers == 63);
+  // G = 8, ps: N_ps = ⌈2·8·244e6/(0.125e9·0.5)⌉ = 63, capped at 8 senders (the sender link is the
+  // bottleneck); exchange = max(2·8·244e6/(8·0.125e9), 3.904) = 3.904 s → T_O = 3.404 s,
+  // α = 0.5/3.904 = 0.128. One GPU exchanges nothing: α(1) = 1.
+  CHECK(rows[0].ps_alpha == 1.0);
+  CHECK(rows[7].ps_servers == 8);
   CHECK(rows[7].ps_t_o == Approx(3.404));
-  // Hybrid at G = 8 (2 nodes): N_ps = ⌈2·2·244e6/62.5e6⌉ = ⌈15.616⌉ = 16.
-  CHECK(rows[7].hybrid_servers == 16);
+  CHECK(rows[7].ps_alpha == Approx(0.5 / 3.904));
+  // Hybrid at G = 8 (2 nodes): ⌈2·2·244e6/62.5e6⌉ = 16, capped at 2 nodes.
+  CHECK(rows[7].hybrid_servers == 2);
   perf::Links ib;
   ib.intra = {12e9, 0};
   ib.inter = {12.5e9, 0};
