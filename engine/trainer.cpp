@@ -133,8 +133,11 @@ TrainResult train(const TrainConfig& cfg, MPI_Comm world_comm) {
   const int threads = choose_threads(cfg, topo.ranks_on_host());
   layers::set_cpu_threads(threads);
 
-  std::unique_ptr<layers::Backend> backend =
-      layers::make_backend(cfg.device == "cuda" ? "cuda" : (cfg.reference_kernels ? "reference" : "cpu"));
+  if (cfg.device == "cuda")
+    DT_USAGE("option 'device': the trainer's CUDA path (device buffers for batches, host mirrors or NCCL "
+             "for the exchange) is not wired yet; the CUDA kernels are exercised by the dtrain_cuda_tests "
+             "binary and bench/gpu-check.sh. Use --device cpu");
+  std::unique_ptr<layers::Backend> backend = layers::make_backend(cfg.reference_kernels ? "reference" : "cpu");
 
   // Datasets are validated before any work (DESIGN.md §5): bad files are UsageErrors.
   // Servers open them too: the class count fixes the model's arena.
