@@ -134,6 +134,9 @@ std::string Topology::describe() const {
 }
 
 void check_launcher(int world_size) {
+  // Under mpirun (e.g. `salloc -n 8` then `mpirun -np 4`) the allocation's task
+  // count need not match: mpirun, not srun, made the world.
+  if (settings::started_by_mpirun()) return;
   auto n = settings::slurm_ntasks();
   if (!n || *n == world_size) return;
   DT_USAGE("SLURM_NTASKS=", *n, " but MPI reports a world of ", world_size, world_size == 1 ? " rank" : " ranks",

@@ -68,7 +68,8 @@ class Topology {
 
 // Stops with a clear message when the launcher started N singletons instead
 // of one N-rank job (srun with a mismatched PMI plugin): SLURM_NTASKS is set
-// and differs from the MPI world size. Throws UsageError.
+// and differs from the MPI world size, and the ranks were not started by
+// mpirun (which may run fewer ranks than the allocation has tasks). Throws UsageError.
 void check_launcher(int world_size);
 
 }  // namespace dtrain::comm

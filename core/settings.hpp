@@ -8,8 +8,12 @@
 //                         (default /usr/share/datasets/fashion-mnist, Debian's
 //                         dataset-fashion-mnist package)
 //   DTRAIN_FAIL_AT_STEP   test only: the trainer throws at this step (with
-//   DTRAIN_FAIL_RANK      DTRAIN_FAIL_RANK, only on that rank; default every rank)
-//   SLURM_NTASKS          checked against the MPI world size (comm/)
+//   DTRAIN_FAIL_RANK      DTRAIN_FAIL_RANK, only on that rank (a worker, or a
+//                         server in its update); default every worker)
+//   SLURM_NTASKS          checked against the MPI world size (comm/) when srun
+//                         started the ranks (not under mpirun, see below)
+//   OMPI_COMM_WORLD_SIZE  set by OpenMPI's mpirun for the processes it starts:
+//                         then mpirun, not the allocation, sets the world size
 //   SLURM_CPUS_PER_TASK   default loader / compute thread count
 #pragma once
 
@@ -29,6 +33,7 @@ inline std::string data_dir() { return get_or("DTRAIN_DATA_DIR", "data"); }
 inline std::optional<long> fail_at_step() { return get_long("DTRAIN_FAIL_AT_STEP"); }
 inline std::optional<long> fail_rank() { return get_long("DTRAIN_FAIL_RANK"); }
 inline std::optional<long> slurm_ntasks() { return get_long("SLURM_NTASKS"); }
+inline bool started_by_mpirun() { return get("OMPI_COMM_WORLD_SIZE").has_value(); }
 inline std::optional<long> slurm_cpus_per_task() { return get_long("SLURM_CPUS_PER_TASK"); }
 
 }  // namespace dtrain::settings

@@ -135,6 +135,8 @@ int cmd_bench_comm(const std::vector<std::string>& args) {
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   if (size < 2) DT_USAGE("dtrain bench comm needs at least 2 ranks (mpirun -np N)");
   if (iters < 1) DT_USAGE("dtrain bench comm: option 'iters' must be >= 1");
+  if (!(min_kb >= 1.0 / 256) || !(max_mb * 1024 >= min_kb) || max_mb > 4096)
+    DT_USAGE("dtrain bench comm: options 'min-kb' and 'max-mb' must satisfy 1/256 <= min-kb <= 1024·max-mb, max-mb <= 4096");
   if (ps == 0) ps = std::max(1, size / 4);
   comm::check_launcher(size);
   comm::Topology all(MPI_COMM_WORLD, {0, 0});

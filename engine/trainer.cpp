@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <unistd.h>
 #include <thread>
 
 #include "core/error.hpp"
@@ -71,12 +72,21 @@ void check_outputs(const TrainConfig& cfg) {
       if (same(out, in) || (!in.empty() && fs::absolute(out).lexically_normal() == fs::absolute(in).lexically_normal()))
         DT_USAGE("option '", key, "': '", out, "' is the same file as option '", ikey, "'; refusing to overwrite an input");
     std::error_code ec;
-    if (fs::is_directory(out, ec)) DT_USAGE("option '", key, "': '", out, "' is a directory, not a file");
+    auto st = fs::symlink_status(out, ec);
+    if (fs::exists(st) && !fs::is_regular_file(st))
+      DT_USAGE("option '", key, "': '", out, "' exists and is not a regular file; refusing to replace it");
     fs::path parent = fs::path(out).parent_path();
     if (!parent.empty()) {
       fs::create_directories(parent, ec);
       if (!fs::is_directory(parent, ec)) DT_USAGE("option '", key, "': cannot create the folder '", parent.string(), "'");
     }
+    // Prove the folder takes a new file now (the output is written there at the end).
+    fs::path probe = fs::path(out).string() + ".probe." + std::to_string(::getpid());
+    std::FILE* f = std::fopen(probe.c_str(), "w");
+    if (f == nullptr)
+      DT_USAGE("option '", key, "': cannot create files in '", parent.empty() ? std::string(".") : parent.string(), "'");
+    std::fclose(f);
+    fs::remove(probe, ec);
   }
   if (!cfg.metrics.empty() && !cfg.save_params.empty() && std::filesystem::absolute(cfg.metrics).lexically_normal() == std::filesystem::absolute(cfg.save_params).lexically_normal())
     DT_USAGE("options 'metrics' and 'save-params' name the same file '", cfg.metrics, "'");
@@ -126,7 +136,8 @@ TrainResult train(const TrainConfig& cfg, MPI_Comm world_comm) {
   int world_size = 1;
   DT_CHECK_MPI(MPI_Comm_size(world_comm, &world_size));
   comm::check_launcher(world_size);
-  comm::Topology topo(world_comm, {cfg.ps, cfg.ranks_per_node});
+  // Virtual nodes matter only where the exchange uses nodes (hybrid).
+  comm::Topology topo(world_comm, {cfg.ps, cfg.mode == "hybrid" ? cfg.ranks_per_node : 0});
   const int rank = topo.rank();
   const int workers = topo.num_workers();
   const int worker = topo.worker_index();
@@ -215,7 +226,11 @@ TrainResult train(const TrainConfig& cfg, MPI_Comm world_comm) {
   TrainResult result;
   if (topo.is_server()) {
     // The server applies the same SGD (momentum state here) to the slices it owns.
+    const auto fail_at = settings::fail_at_step();
+    const auto fail_rank = settings::fail_rank();
     ex->serve(net.params().data(), [&](float* p, const float* g, size_t b, size_t e, int64_t step) {
+      if (fail_at && *fail_at == step && fail_rank && *fail_rank == rank)
+        DT_FAIL("injected failure at step ", step, " on parameter server ", topo.server_index(), " (DTRAIN_FAIL_AT_STEP)");
       sgd.step(p, g, sched.at(step), b, e);
     });
     result.server = true;
@@ -247,6 +262,8 @@ TrainResult train(const TrainConfig& cfg, MPI_Comm world_comm) {
   const float loss_scale = 1.0f / static_cast<float>(global_batch);
   const auto fail_at = settings::fail_at_step();
   const auto fail_rank = settings::fail_rank();
+  if (fail_rank && (*fail_rank < 0 || *fail_rank >= world_size))
+    DT_USAGE("DTRAIN_FAIL_RANK=", *fail_rank, " is not a rank of this ", world_size, "-rank job");
   const layers::GradReadyFn on_ready =
       ex ? layers::GradReadyFn([&](size_t begin, size_t end) { ex->grads_ready(begin, end); }) : layers::GradReadyFn();
 

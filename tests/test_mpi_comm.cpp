@@ -113,6 +113,14 @@ TEST_CASE("check_launcher: SLURM_NTASKS must match the world size", "[mpi][comm]
   const int ws = world_size();
   const char* old = std::getenv("SLURM_NTASKS");
   const std::string saved = old ? old : "";
+  // These ranks were started by mpiexec: hide that for the srun case, then
+  // check that under mpirun a different allocation size is accepted.
+  const char* ompi = std::getenv("OMPI_COMM_WORLD_SIZE");
+  const std::string ompi_saved = ompi ? ompi : "";
+  ::setenv("OMPI_COMM_WORLD_SIZE", std::to_string(ws).c_str(), 1);
+  ::setenv("SLURM_NTASKS", std::to_string(ws + 5).c_str(), 1);
+  REQUIRE_NOTHROW(check_launcher(ws));  // salloc -n N, then mpirun -np ws
+  ::unsetenv("OMPI_COMM_WORLD_SIZE");
   ::setenv("SLURM_NTASKS", std::to_string(ws).c_str(), 1);
   REQUIRE_NOTHROW(check_launcher(ws));
   ::setenv("SLURM_NTASKS", std::to_string(ws + 3).c_str(), 1);
@@ -125,6 +133,7 @@ TEST_CASE("check_launcher: SLURM_NTASKS must match the world size", "[mpi][comm]
   ::unsetenv("SLURM_NTASKS");
   REQUIRE_NOTHROW(check_launcher(ws));
   if (old) ::setenv("SLURM_NTASKS", saved.c_str(), 1);
+  if (ompi) ::setenv("OMPI_COMM_WORLD_SIZE", ompi_saved.c_str(), 1);
   INFO(msg);
   REQUIRE(msg.find("SLURM_NTASKS=" + std::to_string(ws + 3)) != std::string::npos);
   REQUIRE(msg.find("singleton") != std::string::npos);

@@ -16,8 +16,21 @@ grep -q "rank 2: .*injected failure at step 5" <<<"$out" || fail "message does n
 sleep 1
 if pgrep -f "$DTRAIN train" >/dev/null; then fail "processes left behind: $(pgrep -af "$DTRAIN train")"; fi
 echo "ok: stopped in $took s"
+# A parameter server that throws inside its update ends the job too.
+out=$(DTRAIN_FAIL_AT_STEP=3 DTRAIN_FAIL_RANK=4 timeout 120 mpirun -np 5 --oversubscribe --bind-to none \
+      "$DTRAIN" train "${args[@]}" --minibatch 16 --mode hybrid --ps 1 --ranks-per-node 2 2>&1) && fail "job succeeded: $out"
+grep -q "rank 4: .*injected failure at step 3 on parameter server 0" <<<"$out" || fail "server failure not reported: $out"
+sleep 1
+if pgrep -f "$DTRAIN train" >/dev/null; then fail "processes left behind after a server failure"; fi
+echo "ok: a failing server ended the job"
+expect_exit 2 "DTRAIN_FAIL_RANK=9" -- env DTRAIN_FAIL_AT_STEP=1 DTRAIN_FAIL_RANK=9 "$DTRAIN" train "${args[@]}"
 # Impossible layouts: as many servers as ranks; virtual nodes that do not divide the workers.
 expect_exit 2 "ps" -- mpirun -np 2 --oversubscribe "$DTRAIN" train "${args[@]}" --mode ps --ps 2
 expect_exit 2 "ranks-per-node" -- mpirun -np 4 --oversubscribe "$DTRAIN" train "${args[@]}" --mode hybrid --ps 1 --ranks-per-node 2
+# Outputs are checked before training: an existing non-file, an unwritable folder.
+expect_exit 2 "not a regular file" -- "$DTRAIN" train "${args[@]}" --save-params /dev/null
+mkdir -p "$WORK/ro" && chmod 555 "$WORK/ro"
+if [ "$(id -u)" != 0 ]; then expect_exit 2 "cannot create files" -- "$DTRAIN" train "${args[@]}" --save-params "$WORK/ro/p.h5"; fi
+expect_exit 2 "cannot create files" -- "$DTRAIN" train "${args[@]}" --save-params /proc/p.h5
 # srun with a mismatched PMI starts N singletons: each sees world size 1.
 expect_exit 2 "SLURM_NTASKS" -- env SLURM_NTASKS=4 "$DTRAIN" train "${args[@]}"
