@@ -10,6 +10,7 @@
 #include <set>
 
 #include "core/error.hpp"
+#include "mpi_util.hpp"
 #include "io/sampler.hpp"
 #include "layers/cpu/onednn.hpp"
 #include "layers/cpu/reference.hpp"
@@ -18,16 +19,8 @@
 using namespace dtrain::layers;
 
 namespace {
-int world_rank() {
-  int r;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int world_size() {
-  int s;
-  MPI_Comm_size(MPI_COMM_WORLD, &s);
-  return s;
-}
+using dtrain::test::world_rank;
+using dtrain::test::world_size;
 }  // namespace
 
 TEST_CASE("every rank initialises bitwise identical parameters", "[mpi]") {

@@ -15,20 +15,13 @@
 #include "comm/shard.hpp"
 #include "comm/topology.hpp"
 #include "core/error.hpp"
+#include "mpi_util.hpp"
 
 using namespace dtrain::comm;
 
 namespace {
-int world_rank() {
-  int r;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int world_size() {
-  int s;
-  MPI_Comm_size(MPI_COMM_WORLD, &s);
-  return s;
-}
+using dtrain::test::world_rank;
+using dtrain::test::world_size;
 int comm_size(MPI_Comm c) {
   if (c == MPI_COMM_NULL) return 0;
   int s;

@@ -17,20 +17,13 @@
 
 #include "comm/exchange.hpp"
 #include "comm/topology.hpp"
+#include "mpi_util.hpp"
 
 using namespace dtrain::comm;
 
 namespace {
-int world_rank() {
-  int r;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int world_size() {
-  int s;
-  MPI_Comm_size(MPI_COMM_WORLD, &s);
-  return s;
-}
+using dtrain::test::world_rank;
+using dtrain::test::world_size;
 
 float grad_of(int rank, int64_t step, size_t i) {
   return 0.01f * std::sin(0.001f * static_cast<float>(i % 100000) + 0.7f * static_cast<float>(rank) +
