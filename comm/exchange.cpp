@@ -286,7 +286,15 @@ StepTimes Exchange::finish_step(float* params, float* grads) {
       DT_CHECK(m.params == params && m.grads == grads, "finish_step: arena pointers differ from begin_step's");
     }
     m.cv_work.notify_all();
-    m.cv_done.wait(lk, [&] { return m.step_done; });
+    if (m.opts.step_timeout_s > 0) {
+      if (!m.cv_done.wait_for(lk, std::chrono::duration<double>(m.opts.step_timeout_s), [&] { return m.step_done; })) {
+        m.broken = true;  // the communication thread is stuck inside MPI; the caller aborts the job
+        DT_FAIL("step ", m.step, ": the gradient exchange did not complete within ", m.opts.step_timeout_s,
+                " s (--comm-timeout): a peer rank stalled or died");
+      }
+    } else {
+      m.cv_done.wait(lk, [&] { return m.step_done; });
+    }
     m.in_step = false;
     t.exposed_s = seconds_since(t0);
     // The exposed wait is itself communication time (it may begin before the

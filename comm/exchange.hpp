@@ -14,7 +14,9 @@
 //   grads_ready(begin, end)          from the Net's GradReadyFn, as layers finish
 //                                    backward (descending ranges of the arena);
 //                                    ready buckets leave at once (overlap)
-//   finish_step(params, grads)       waits for the step's traffic; afterwards
+//   finish_step(params, grads)       waits for the step's traffic (at most
+//                                    step_timeout_s: a stalled or dead peer
+//                                    becomes an Error, never a hang); afterwards
 //                                    allreduce: grads = Σ_workers grads
 //                                    ps/hybrid: params = the servers' new params
 // Server protocol: serve(params, rule) until every sender called stop().
@@ -44,6 +46,7 @@ struct ExchangeOptions {
   size_t max_chunk_elems = (size_t{1} << 31) - 1;  // every transfer is cut below this
   size_t max_slice = size_t{1} << 20;              // ShardMap slice size, floats
   size_t min_slice = size_t{1} << 14;              // ShardMap floor, floats
+  double step_timeout_s = 600;  // finish_step gives up (Error) after this long; 0 = wait forever
 };
 
 // The optimizer as a server sees it: applies one update to the range

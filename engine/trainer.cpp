@@ -217,6 +217,7 @@ TrainResult train(const TrainConfig& cfg, MPI_Comm world_comm) {
     eo.mode = comm::parse_mode(cfg.mode);
     eo.bucket_bytes = static_cast<size_t>(cfg.bucket_mb * 1048576.0);
     eo.max_chunk_elems = static_cast<size_t>(cfg.max_chunk_elems);
+    eo.step_timeout_s = cfg.comm_timeout;
     ex = std::make_unique<comm::Exchange>(topo, eo, net.num_params());
     ex->broadcast_params(net.params().data());
   } else if (cfg.mode != "allreduce") {

@@ -34,3 +34,28 @@ if [ "$(id -u)" != 0 ]; then expect_exit 2 "cannot create files" -- "$DTRAIN" tr
 expect_exit 2 "cannot create files" -- "$DTRAIN" train "${args[@]}" --save-params /proc/p.h5
 # srun with a mismatched PMI starts N singletons: each sees world size 1.
 expect_exit 2 "SLURM_NTASKS" -- env SLURM_NTASKS=4 "$DTRAIN" train "${args[@]}"
+# A rank that stalls (SIGSTOP) instead of dying: the others give up after
+# --comm-timeout and abort the job; nothing hangs, nothing is left behind.
+start=$(date +%s)
+( set +e; mpirun -np 5 --oversubscribe --bind-to none "$DTRAIN" train "${args[@]}" --minibatch 16 --mode hybrid --ps 1 \
+    --ranks-per-node 2 --comm-timeout 5 > "$WORK/stall.log" 2>&1; echo "rc=$?" >> "$WORK/stall.log" ) &
+job=$!
+server=""
+for _ in $(seq 1 100); do  # find world rank 4 (the server) once it runs
+  for p in $(pgrep -f "$DTRAIN train"); do
+    tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=4" && server=$p
+  done
+  [ -n "$server" ] && grep -q "steps/epoch" "$WORK/stall.log" 2>/dev/null && break
+  sleep 0.2
+done
+[ -n "$server" ] || fail "server rank not found"
+sleep 1
+kill -STOP "$server"
+wait "$job" || true
+took=$(( $(date +%s) - start ))
+grep -q "did not complete within 5 s" "$WORK/stall.log" || fail "no timeout message: $(tail -5 "$WORK/stall.log")"
+grep -q "^rc=0" "$WORK/stall.log" && fail "a stalled job exited 0"
+[ "$took" -le 60 ] || fail "the stalled job took $took s to end"
+sleep 1
+if pgrep -f "$DTRAIN train" >/dev/null; then pkill -KILL -f "$DTRAIN train"; fail "processes left behind after a stall"; fi
+echo "ok: a stalled server ended the job in $took s"
