@@ -20,7 +20,7 @@ mpi() { local np=$1 name=$2; shift 2
   mpirun -np "$np" --oversubscribe --bind-to none "$B" train "${common[@]}" --metrics "$O/$name.jsonl" "$@" > "$O/$name.log" 2>&1
   echo "$name done, load $(cut -d' ' -f1 /proc/loadavg)"; }
 mpirun -np 2 --oversubscribe --bind-to none "$B" tune "${common[@]}" --nodes 2 --gpus-per-node 2 --candidates "$X" \
-  --profile-steps 20 --out "$O/tuned.ini" > "$O/tune.log" 2>&1
+  --profile-steps 100 --out "$O/tuned.ini" > "$O/tune.log" 2>&1
 mpi 1 w1
 mpi 2 w2_ar --mode allreduce
 mpi 3 w2_ps1 --mode ps --ps 1
