@@ -167,7 +167,6 @@ void Exchange::Impl::run_step_allreduce() {
   const size_t bucket = std::max<size_t>(1, opts.bucket_bytes / sizeof(float));
   size_t bucket_end = arena, lo = arena;
   float* g = nullptr;
-  double busy = 0;
   while (bucket_end > 0) {
     // The next grid edge (see the protocol above): the same on every worker.
     const size_t target = bucket_end > bucket ? bucket_end - bucket : 0;
@@ -176,13 +175,9 @@ void Exchange::Impl::run_step_allreduce() {
       std::lock_guard<std::mutex> lk(mu);
       g = grads;
     }
-    const Clock::time_point t0 = Clock::now();
     ring->allreduce(g + target, bucket_end - target);
-    busy += seconds_since(t0);
     bucket_end = target;
   }
-  std::lock_guard<std::mutex> lk(mu);
-  busy_s = busy;
 }
 
 // ---------------------------------------------------------------- Exchange
@@ -239,7 +234,7 @@ void Exchange::begin_step(int64_t step, float* params, float* grads) {
     m.ready_lo = m.arena;
     m.pending.clear();
     m.error = nullptr;
-    m.busy_s = 0;
+    m.any_ready = false;
     ++m.step_seq;
   }
   m.cv_work.notify_all();
@@ -257,6 +252,10 @@ void Exchange::grads_ready(size_t begin, size_t end) {
     auto next = m.pending.upper_bound(begin);  // first pending range ending after begin
     DT_CHECK(end <= m.ready_lo && (next == m.pending.end() || next->second >= end), "grads_ready [", begin, ", ",
              end, ") overlaps a range already reported this step");
+    if (!m.any_ready) {
+      m.any_ready = true;
+      m.first_ready = Clock::now();
+    }
     m.pending[end] = begin;
     for (auto it = m.pending.find(m.ready_lo); it != m.pending.end(); it = m.pending.find(m.ready_lo)) {
       m.ready_lo = it->second;
@@ -297,10 +296,11 @@ StepTimes Exchange::finish_step(float* params, float* grads) {
     }
     m.in_step = false;
     t.exposed_s = seconds_since(t0);
-    // The exposed wait is itself communication time (it may begin before the
-    // communication thread sent its first byte, e.g. when one slice holds the
-    // whole arena), so the total is never below it: hidden = 1 − exposed/busy ∈ [0, 1].
-    t.busy_s = std::max(m.busy_s, t.exposed_s);
+    // The exchange's whole span, one definition for every mode: from the first
+    // gradients handed over to the end of this call. finish_step follows the
+    // first grads_ready, so busy_s ≥ exposed_s and 1 − exposed/busy is the
+    // fraction hidden under backward.
+    t.busy_s = m.any_ready ? seconds_since(m.first_ready) : t.exposed_s;
     if (m.error) {
       m.broken = true;
       std::rethrow_exception(m.error);

@@ -58,7 +58,7 @@ using UpdateRule = std::function<void(float* params, const float* grads, size_t 
 
 struct StepTimes {
   double exposed_s = 0;  // time finish_step blocked: communication not hidden
-  double busy_s = 0;     // time the step's communication took in total (≥ exposed_s)
+  double busy_s = 0;     // from the step's first grads_ready to the end of finish_step (≥ exposed_s)
 };
 
 class Exchange {

@@ -4,6 +4,8 @@
 // and ps_server.cpp (the server loop).
 #pragma once
 
+#include <chrono>
+
 #include <mpi.h>
 
 #include <condition_variable>
@@ -57,7 +59,10 @@ struct Exchange::Impl {
   size_t ready_lo = 0;              // [ready_lo, arena) is ready
   std::map<size_t, size_t> pending; // ready ranges above a gap: end → begin
   std::exception_ptr error;
-  double busy_s = 0;
+  // When the step's first gradient range was reported (grads_ready); StepTimes.busy_s
+  // runs from here to the end of finish_step.
+  std::chrono::steady_clock::time_point first_ready{};
+  bool any_ready = false;
   std::thread thread;
 
   // Communication thread.

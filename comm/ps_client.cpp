@@ -28,8 +28,7 @@
 // reported ready, i.e. after backward stopped reading them. The loop polls
 // (MPI_Testsome, then a ≤ 200 µs sleep on the condition variable that
 // grads_ready signals) while backward may still report ranges, and blocks in
-// MPI_Waitsome once the whole arena is ready. busy_s runs from the first
-// uplink to the last completion.
+// MPI_Waitsome once the whole arena is ready.
 #include <chrono>
 
 #include "comm/chunked.hpp"
@@ -44,7 +43,6 @@ constexpr double kPollS = 200e-6;
 }  // namespace
 
 void Exchange::Impl::run_step_ps() {
-  using Clock = std::chrono::steady_clock;
   const bool hybrid = opts.mode == Mode::hybrid;
   const bool leader = !hybrid || topo.is_leader();  // talks to the servers
   const int members = hybrid && leader ? topo.local_size() - 1 : 0;
@@ -94,8 +92,6 @@ void Exchange::Impl::run_step_ps() {
 
   std::vector<char> uplinked(ns, 0);
   size_t params_done = 0;
-  Clock::time_point t_first{};
-  bool started = false;
   float* g = nullptr;
   float* p = nullptr;
   auto uplink = [&](size_t j) {
@@ -134,10 +130,6 @@ void Exchange::Impl::run_step_ps() {
     if (g != nullptr)
       for (size_t j = ns; j-- > 0;)
         if (!uplinked[j] && slices[j].begin >= lo && member_left[j] == 0) {
-          if (!started) {
-            started = true;
-            t_first = Clock::now();
-          }
           uplink(j);
           progressed = true;
         }
@@ -169,8 +161,6 @@ void Exchange::Impl::run_step_ps() {
     }
   }
   detail::wait_all(reqs);
-  std::lock_guard<std::mutex> lk(mu);
-  busy_s = started ? std::chrono::duration<double>(Clock::now() - t_first).count() : 0;
 }
 
 }  // namespace dtrain::comm

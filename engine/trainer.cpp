@@ -323,7 +323,7 @@ TrainResult train(const TrainConfig& cfg, MPI_Comm world_comm) {
         }
         result.last_loss = mean_loss;
         if (rank == 0) {
-          double hidden = t_comm_busy > 0 ? std::clamp(1.0 - t_comm / t_comm_busy, 0.0, 1.0) : 0.0;
+          double hidden = t_comm_busy > 0 ? 1.0 - t_comm / t_comm_busy : 0.0;
           metrics.write({{"kind", "step"}, {"step", step}, {"epoch", epoch}, {"loss", mean_loss}, {"lr", lr},
                          {"images_per_s", ips}, {"t_compute_s", t_compute / interval_steps},
                          {"t_comm_s", t_comm / interval_steps}, {"t_io_wait_s", t_io / interval_steps},

@@ -38,7 +38,6 @@ NormalizeTable::NormalizeTable(int64_t channels, const std::vector<float>& mean,
   DT_CHECK(std.empty() || int64_t(std.size()) == channels, "std has ", std.size(), " values for ",
            channels, " channels");
   for (int64_t c = 0; c < channels; ++c) {
-    // Same arithmetic as normalize_to_nchw, so both paths give identical floats.
     float s = std.empty() ? 1.0f : std[size_t(c)];
     float m = mean.empty() ? 0.0f : mean[size_t(c)];
     DT_CHECK(s != 0.0f, "std of channel ", c, " is 0");

@@ -8,8 +8,8 @@
 // thread, the batch position or the timing — so a batch is bitwise identical
 // whatever the number of loader threads (io/prefetcher).
 //
-// Normalisation: out = (pixel/255 − mean[c]) / std[c], the same arithmetic as
-// io::normalize_to_nchw (scale = 1/(255·std), shift = −mean/std, out = p·scale + shift),
+// Normalisation: out = (pixel/255 − mean[c]) / std[c] (io::normalize_to_nchw is this
+// decode without crop/flip): scale = 1/(255·std), shift = −mean/std, out = p·scale + shift,
 // precomputed as a 256-entry table per channel. Padding pixels are raw 0 (black)
 // before normalisation, as torchvision's RandomCrop(padding=P) followed by Normalize.
 #pragma once

@@ -26,6 +26,18 @@ void Layer::ensure_batch(int n) {
 
 namespace {
 
+// A kernel descriptor with the input's [C, H, W] and the minibatch n filled in
+// (every descriptor of backend.hpp starts with n, c, h, w).
+template <typename Desc>
+Desc nchw_desc(const Shape& x, int n) {
+  Desc d;
+  d.n = n;
+  d.c = static_cast<int>(x.c());
+  d.h = static_cast<int>(x.h());
+  d.w = static_cast<int>(x.w());
+  return d;
+}
+
 // ---- convolution ---------------------------------------------------------------
 class Conv final : public Layer {
  public:
@@ -66,12 +78,7 @@ class Conv final : public Layer {
 
  private:
   ConvDesc desc(int n) const {
-    const Shape& x = in_shapes_[0];
-    ConvDesc d;
-    d.n = n;
-    d.c = static_cast<int>(x.c());
-    d.h = static_cast<int>(x.h());
-    d.w = static_cast<int>(x.w());
+    ConvDesc d = nchw_desc<ConvDesc>(in_shapes_[0], n);
     d.k = o_.out_channels;
     d.kh = d.kw = o_.kernel;
     d.stride_h = d.stride_w = o_.stride;
@@ -113,12 +120,7 @@ class Pool final : public Layer {
 
  private:
   PoolDesc desc(int n) const {
-    const Shape& x = in_shapes_[0];
-    PoolDesc d;
-    d.n = n;
-    d.c = static_cast<int>(x.c());
-    d.h = static_cast<int>(x.h());
-    d.w = static_cast<int>(x.w());
+    PoolDesc d = nchw_desc<PoolDesc>(in_shapes_[0], n);
     if (global_) {
       d.kind = PoolKind::avg;
       d.kh = d.h;
@@ -162,12 +164,7 @@ class Lrn final : public Layer {
 
  private:
   void make_kernels(int n) override {
-    const Shape& x = in_shapes_[0];
-    LrnDesc d;
-    d.n = n;
-    d.c = static_cast<int>(x.c());
-    d.h = static_cast<int>(x.h());
-    d.w = static_cast<int>(x.w());
+    LrnDesc d = nchw_desc<LrnDesc>(in_shapes_[0], n);
     d.size = o_.size;
     d.alpha = o_.alpha;
     d.beta = o_.beta;
@@ -216,12 +213,7 @@ class BatchNorm final : public Layer {
 
  private:
   void make_kernels(int n) override {
-    const Shape& x = in_shapes_[0];
-    BatchNormDesc d;
-    d.n = n;
-    d.c = static_cast<int>(x.c());
-    d.h = static_cast<int>(x.h());
-    d.w = static_cast<int>(x.w());
+    BatchNormDesc d = nchw_desc<BatchNormDesc>(in_shapes_[0], n);
     d.eps = o_.eps;
     d.momentum = o_.momentum;
     kernel_ = backend_->batch_norm(d);

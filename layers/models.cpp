@@ -38,6 +38,18 @@ int linear(Net& net, int x, const std::string& name, int out) {
   return net.add(make_linear(name, l), x);
 }
 
+// The end of a residual block: y + shortcut(x), then ReLU. The shortcut is the
+// identity, or a 1×1 convolution (stride s) + BN when the shape changes (option B).
+int residual(Net& net, int x, int y, const std::string& p, int in_ch, int out_ch, int stride,
+             const std::string& relu_name) {
+  int s = x;
+  if (stride != 1 || in_ch != out_ch) {
+    s = conv(net, x, p + ".downsample.conv", out_ch, 1, stride, 0, 1, false, Init::kaiming_normal);
+    s = bn(net, s, p + ".downsample.bn");
+  }
+  return relu(net, net.add(make_add(p + ".add"), {y, s}), relu_name);
+}
+
 // torchvision BasicBlock: conv3×3(s)–bn–relu–conv3×3–bn, + shortcut (1×1 conv s + bn when
 // the shape changes), relu.
 int basic_block(Net& net, int x, const std::string& p, int in_ch, int out_ch, int stride) {
@@ -45,12 +57,7 @@ int basic_block(Net& net, int x, const std::string& p, int in_ch, int out_ch, in
   y = relu(net, bn(net, y, p + ".bn1"), p + ".relu1");
   y = conv(net, y, p + ".conv2", out_ch, 3, 1, 1, 1, false, Init::kaiming_normal);
   y = bn(net, y, p + ".bn2");
-  int s = x;
-  if (stride != 1 || in_ch != out_ch) {
-    s = conv(net, x, p + ".downsample.conv", out_ch, 1, stride, 0, 1, false, Init::kaiming_normal);
-    s = bn(net, s, p + ".downsample.bn");
-  }
-  return relu(net, net.add(make_add(p + ".add"), {y, s}), p + ".relu2");
+  return residual(net, x, y, p, in_ch, out_ch, stride, p + ".relu2");
 }
 
 // torchvision Bottleneck (v1.5): 1×1 – 3×3(stride) – 1×1(×4), + shortcut.
@@ -62,12 +69,7 @@ int bottleneck(Net& net, int x, const std::string& p, int in_ch, int width, int 
   y = relu(net, bn(net, y, p + ".bn2"), p + ".relu2");
   y = conv(net, y, p + ".conv3", out_ch, 1, 1, 0, 1, false, Init::kaiming_normal);
   y = bn(net, y, p + ".bn3");
-  int s = x;
-  if (stride != 1 || in_ch != out_ch) {
-    s = conv(net, x, p + ".downsample.conv", out_ch, 1, stride, 0, 1, false, Init::kaiming_normal);
-    s = bn(net, s, p + ".downsample.bn");
-  }
-  return relu(net, net.add(make_add(p + ".add"), {y, s}), p + ".relu3");
+  return residual(net, x, y, p, in_ch, out_ch, stride, p + ".relu3");
 }
 
 // The ImageNet ResNet stem and head around `stages` of blocks.
@@ -189,11 +191,6 @@ Net make_model(const std::string& name, const ModelOptions& o) {
   std::string known;
   for (auto& n : model_names()) known += (known.empty() ? "" : ", ") + n;
   DT_USAGE("unknown model '", name, "' (known: ", known, ")");
-}
-
-Shape model_input(const std::string& name) {
-  ModelOptions o;
-  return make_model(name, o).input_shape();
 }
 
 }  // namespace dtrain::layers

@@ -35,7 +35,5 @@ Net resnet50(const ModelOptions& o);
 // "resnet50"). Throws UsageError naming the model when unknown.
 Net make_model(const std::string& name, const ModelOptions& o);
 std::vector<std::string> model_names();
-// The input shape [C, H, W] a model expects (as Shape(1, C, H, W)).
-Shape model_input(const std::string& name);
 
 }  // namespace dtrain::layers

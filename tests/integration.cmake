@@ -10,3 +10,6 @@ foreach(t data_convert train_short determinism bad_input distributed failures tu
 endforeach()
 set_tests_properties(it_data_convert PROPERTIES FIXTURES_SETUP fashion_data)
 set_tests_properties(it_train_short it_determinism it_bad_input it_distributed it_failures it_tune PROPERTIES FIXTURES_REQUIRED fashion_data)
+# it_failures checks that no dtrain process is left behind (pgrep), so nothing
+# else may run beside it under `ctest -j`.
+set_tests_properties(it_failures PROPERTIES RUN_SERIAL TRUE)
