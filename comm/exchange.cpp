@@ -11,7 +11,8 @@
 //   finish_step  checks the cover is complete, blocks until the thread marks
 //                the step done (exposed_s), rethrows the thread's exception
 // The thread runs one step per begin_step: run_step_allreduce here, or
-// run_step_ps (ps_client.cpp) for ps/hybrid, then signals done.
+// run_step_ps (ps_client.cpp) for ps/hybrid, or run_step_device
+// (device_step.cpp) for any mode when the arena is on a device; then signals done.
 //
 // Allreduce protocol: the arena is cut into buckets on a fixed grid from the
 // end, [arena − (k+1)·B, arena − k·B) with B = bucket_bytes / 4 floats, the
@@ -84,6 +85,7 @@ Exchange::Impl::Impl(const Topology& t, const ExchangeOptions& o, size_t arena_f
     DT_CHECK_MPI(MPI_Comm_dup(t.workers(), &workers_comm));
     DT_CHECK_MPI(MPI_Comm_dup(t.node_comm(), &node_comm));
     ring = std::make_unique<detail::RingAllreduce>(t.workers(), chunk);
+    if (o.device.enabled) setup_device();
     thread = std::thread([this] { thread_main(); });
   }
 }
@@ -98,6 +100,7 @@ Exchange::Impl::~Impl() {
     thread.join();
   }
   ring.reset();
+  reducer.reset();
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;
@@ -159,7 +162,8 @@ void Exchange::Impl::thread_main() {
 }
 
 void Exchange::Impl::run_step() {
-  if (opts.mode == Mode::allreduce) run_step_allreduce();
+  if (opts.device.enabled) run_step_device();
+  else if (opts.mode == Mode::allreduce) run_step_allreduce();
   else run_step_ps();
 }
 
@@ -207,6 +211,7 @@ Exchange::~Exchange() {
 }
 
 Mode Exchange::mode() const { return impl_->opts.mode; }
+std::string Exchange::node_reducer() const { return impl_->reducer ? impl_->reducer->name() : ""; }
 const ShardMap& Exchange::shard_map() const { return impl_->map; }
 
 void Exchange::broadcast_params(float* params) {

@@ -19,6 +19,7 @@
 //                                    becomes an Error, never a hang); afterwards
 //                                    allreduce: grads = Σ_workers grads
 //                                    ps/hybrid: params = the servers' new params
+//                                    (with a device arena: in device memory)
 // Server protocol: serve(params, rule) until every sender called stop().
 // Sums are taken in a fixed sender order, so results are deterministic; every
 // transfer is cut into chunks of at most max_chunk_elems elements; offsets
@@ -40,6 +41,27 @@ enum class Mode { allreduce, ps, hybrid };
 Mode parse_mode(const std::string& s);  // UsageError naming option 'mode' otherwise
 const char* mode_name(Mode m);
 
+// Where the arena lives. By default in host memory, and the pointers given to
+// begin_step/finish_step are host pointers. With `enabled`, they are device
+// pointers (a GPU's, or the cpu-staged test device's): the exchange never
+// reads them itself but stages through its own host buffers (host_alloc:
+// pinned on CUDA; this OpenMPI is not CUDA-aware) with download/upload, slice
+// by slice (bucket by bucket) as grads_ready reports them, and reduces inside
+// a node with an IntraNodeReducer (intra_node.hpp: NCCL on a CUDA device, else
+// MPI). Protocol in device_step.cpp. The hooks are called from the
+// communication thread; each returns when its copy is complete and is ordered
+// after the device work queued before the range was reported ready.
+struct DeviceArena {
+  bool enabled = false;
+  int cuda_device = -1;            // ≥ 0: a CUDA device (the NCCL reducer applies)
+  bool host_addressable = false;   // the device memory is host memory MPI may touch (cpu-staged)
+  std::function<void(const float* dev, float* host, size_t count)> download;
+  std::function<void(const float* host, float* dev, size_t count)> upload;
+  std::function<void*(size_t bytes)> host_alloc;  // staging buffers; null: plain new
+  std::function<void(void*)> host_free;           // matches host_alloc
+  std::string node_reducer = "auto";              // auto | nccl | mpi (intra_node.hpp)
+};
+
 struct ExchangeOptions {
   Mode mode = Mode::allreduce;
   size_t bucket_bytes = size_t{1} << 20;          // allreduce buckets (fusion size)
@@ -47,6 +69,7 @@ struct ExchangeOptions {
   size_t max_slice = size_t{1} << 20;              // ShardMap slice size, floats
   size_t min_slice = size_t{1} << 14;              // ShardMap floor, floats
   double step_timeout_s = 600;  // finish_step gives up (Error) after this long; 0 = wait forever
+  DeviceArena device;           // default: the arena is host memory
 };
 
 // The optimizer as a server sees it: applies one update to the range
@@ -74,8 +97,11 @@ class Exchange {
   const ShardMap& shard_map() const;
 
   // Start-up, collective over the world: world rank 0 (a worker) sends its
-  // parameters to every other rank (workers and servers).
+  // parameters to every other rank (workers and servers). Host memory always
+  // (the caller stages a device arena), as for the two collectives below.
   void broadcast_params(float* params);
+  // The intra-node reducer of a device arena ("nccl", "mpi"); "" otherwise.
+  std::string node_reducer() const;
 
   // Worker side (see the protocol above). Throws Error on a transport failure.
   // params/grads: the arena, as later passed to finish_step. Give them here so

@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "comm/exchange.hpp"
+#include "comm/intra_node.hpp"
 #include "comm/ring_allreduce.hpp"
 
 namespace dtrain::comm {
@@ -36,6 +38,16 @@ struct Exchange::Impl {
   MPI_Comm node_comm = MPI_COMM_NULL;     // dup of the node: hybrid reduce / broadcast
   MPI_Comm workers_comm = MPI_COMM_NULL;  // dup of the workers: sum_over_workers
   std::unique_ptr<detail::RingAllreduce> ring;  // workers: buckets, average_over_workers
+
+  // Device arena (opts.device.enabled; device_step.cpp): the intra-node
+  // reducer (hybrid, and allreduce on one node) and the host staging buffers
+  // of gradients and parameters (arena-sized; null where this rank needs none).
+  std::unique_ptr<IntraNodeReducer> reducer;
+  struct HostFree {
+    std::function<void(void*)> release;
+    void operator()(float* p) const;
+  };
+  std::unique_ptr<float, HostFree> stage_g, stage_p;
 
   // Hybrid leader: one receive buffer per other node member, and the node sum.
   std::vector<std::unique_ptr<float[]>> member_bufs;
@@ -70,6 +82,14 @@ struct Exchange::Impl {
   void run_step();
   void run_step_allreduce();
   void run_step_ps();  // ps_client.cpp: ps workers, hybrid leaders and members
+  // device_step.cpp: every mode with a device arena.
+  void setup_device();
+  void run_step_device();
+  void device_allreduce();
+  void device_ps();
+  // Returns once [target, arena) is ready and the arena pointers are known;
+  // lo: the caller's watermark, updated.
+  void wait_ready_to(size_t target, size_t& lo, float*& p, float*& g);
   // Waits (at most timeout_s; < 0: no limit) until ranges below `below`
   // are ready; returns the current watermark (arena while the arena pointers
   // are unknown). Throws Cancelled when the Exchange is being destroyed.

@@ -77,32 +77,39 @@ void NcclReducer::wait(const char* what) {
   }
 }
 
-void NcclReducer::reduce_to_leader(float* buf, size_t count) {
+// Every operation may come from another thread than the constructor's (the
+// exchange's communication thread): the device is per thread in CUDA.
+void NcclReducer::ready() {
   DT_CHECK(comm_ != nullptr, "NCCL communicator was aborted");
+  DT_CHECK_CUDA(cudaSetDevice(device_));
+}
+
+void NcclReducer::reduce_to_leader(float* buf, size_t count) {
+  ready();
   DT_CHECK_NCCL(ncclReduce(buf, buf, count, ncclFloat, ncclSum, 0, comm_, stream_));
   wait("reduce to leader");
 }
 
 void NcclReducer::broadcast_from_leader(float* buf, size_t count) {
-  DT_CHECK(comm_ != nullptr, "NCCL communicator was aborted");
+  ready();
   DT_CHECK_NCCL(ncclBroadcast(buf, buf, count, ncclFloat, 0, comm_, stream_));
   wait("broadcast from leader");
 }
 
 void NcclReducer::allreduce(float* buf, size_t count) {
-  DT_CHECK(comm_ != nullptr, "NCCL communicator was aborted");
+  ready();
   DT_CHECK_NCCL(ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, comm_, stream_));
   wait("allreduce");
 }
 
 void NcclReducer::reduce_scatter(const float* send, float* recv, size_t recv_count) {
-  DT_CHECK(comm_ != nullptr, "NCCL communicator was aborted");
+  ready();
   DT_CHECK_NCCL(ncclReduceScatter(send, recv, recv_count, ncclFloat, ncclSum, comm_, stream_));
   wait("reduce-scatter");
 }
 
 void NcclReducer::all_gather(const float* send, float* recv, size_t send_count) {
-  DT_CHECK(comm_ != nullptr, "NCCL communicator was aborted");
+  ready();
   DT_CHECK_NCCL(ncclAllGather(send, recv, send_count, ncclFloat, comm_, stream_));
   wait("all-gather");
 }

@@ -13,6 +13,9 @@
 // reduce_scatter() and all_gather() serve the allreduce mode and a sharded
 // leader exchange.
 //
+// Used by the exchange through the IntraNodeReducer interface (intra_node.hpp).
+// Any thread may call the operations (one at a time).
+//
 // Ordering and errors: operations run on the reducer's own (blocking) CUDA
 // stream, which waits for work queued earlier on the legacy default stream (the
 // CUDA backend's) and is waited for by later default-stream work. Every call
@@ -53,6 +56,7 @@ class NcclReducer {
   void all_gather(const float* send, float* recv, size_t send_count);
 
  private:
+  void ready();  // the communicator is alive; this thread drives device_
   void wait(const char* what);
   void abort_comm();
 

@@ -43,8 +43,10 @@ struct Options {
       ("model", po::value(&c.model)->default_value(c.model), "lenet5 | resnet20 | alexnet | alexnet-owt | resnet18 | resnet50")
       ("train-data", po::value(&c.train_data), "training set, HDF5 (/images uint8 [N,H,W,C], /labels int32 [N])")
       ("test-data", po::value(&c.test_data), "test set, HDF5; scored after every epoch")
-      ("device", po::value(&c.device)->default_value(c.device), "cpu | cuda")
-      ("reference-kernels", po::value(&c.reference_kernels)->default_value(c.reference_kernels), "use the plain-loop reference kernels (slow; for debugging)")
+      ("device", po::value(&c.device)->default_value(c.device), "cpu | cuda | cpu-staged (CPU kernels behind the cuda path's device memory and transfers; for tests)")
+      ("reference-kernels", po::value(&c.reference_kernels)->default_value(c.reference_kernels), "use the plain-loop reference kernels (slow; for debugging; device cpu or cpu-staged)")
+      ("workspace-mb", po::value(&c.workspace_mb)->default_value(c.workspace_mb), "cuda: cuDNN workspace budget per convolution layer, MiB (the fastest algorithm that fits is chosen)")
+      ("tf32", po::value(&c.tf32)->default_value(c.tf32), "cuda: allow TF32 tensor cores in convolutions and GEMMs (true | false)")
       ("threads", po::value(&c.threads)->default_value(c.threads), "compute threads per rank (0: SLURM_CPUS_PER_TASK, else cores / ranks)")
       ("minibatch", po::value(&c.minibatch)->default_value(c.minibatch), "images per worker per step")
       ("eval-minibatch", po::value(&c.eval_minibatch)->default_value(c.eval_minibatch), "images per evaluation batch (0: minibatch)")
@@ -89,7 +91,16 @@ void validate(TrainConfig& c) {
     if (!ok) DT_USAGE("option '", key, "': ", why...);
   };
   need(!c.train_data.empty(), "train-data", "is required (an HDF5 dataset; see `dtrain data`)");
-  need(c.device == "cpu" || c.device == "cuda", "device", "'", c.device, "' is not cpu or cuda");
+  need(c.device == "cpu" || c.device == "cuda" || c.device == "cpu-staged", "device", "'", c.device,
+       "' is not cpu, cuda or cpu-staged");
+#ifndef DTRAIN_HAVE_CUDA
+  need(c.device != "cuda", "device", "cuda: this dtrain was built without the CUDA backend (configure with "
+       "-DDTRAIN_CUDA=ON on a machine with the CUDA toolkit, cuDNN and NCCL); use --device cpu");
+#endif
+  need(!c.reference_kernels || c.device != "cuda", "reference-kernels",
+       "true runs the CPU reference kernels and needs device cpu or cpu-staged, not cuda");
+  need(c.workspace_mb >= 0 && c.workspace_mb <= (int64_t{1} << 20), "workspace-mb",
+       "must be a number of MiB in [0, 1048576], got ", c.workspace_mb);
   need(c.minibatch > 0, "minibatch", "must be > 0, got ", c.minibatch);
   need(c.eval_minibatch >= 0, "eval-minibatch", "must be >= 0, got ", c.eval_minibatch);
   need(c.epochs > 0, "epochs", "must be > 0, got ", c.epochs);

@@ -17,8 +17,12 @@ struct TrainConfig {
   std::string model = "lenet5";
   std::string train_data;    // HDF5, DESIGN.md §5
   std::string test_data;     // HDF5; "" = no evaluation
-  std::string device = "cpu";  // cpu | cuda
-  bool reference_kernels = false;  // cpu: the plain-loop reference backend (debugging)
+  // cpu | cuda | cpu-staged (the CPU kernels behind the cuda path's device
+  // memory model: runs the trainer's device path without a GPU, for tests)
+  std::string device = "cpu";
+  bool reference_kernels = false;  // cpu, cpu-staged: the plain-loop reference backend (debugging)
+  int64_t workspace_mb = 256;  // cuda: cuDNN workspace budget per convolution layer, MiB
+  bool tf32 = false;           // cuda: allow TF32 tensor cores in convolutions and GEMMs
   int threads = 0;           // compute threads per rank; 0 = SLURM_CPUS_PER_TASK or all cores / ranks
 
   int minibatch = 64;        // per worker, images

@@ -1,4 +1,16 @@
 // engine/trainer.cpp — the training loop.
+//
+// Device path (--device cuda, and cpu-staged, its test double): the worker's
+// backend says discrete_memory(); the arenas (parameters, gradients, buffers,
+// momentum), activations, the minibatch, its labels, probabilities and the loss
+// gradient live on the device. Per step the loader's batch (pinned host memory
+// from the backend's host_alloc) is uploaded; the exchange gets device
+// pointers and stages gradients to pinned host buffers slice by slice as
+// backward reports them, reducing inside the node with NCCL (or MPI), and puts
+// the new parameters back on the device before finish_step returns
+// (comm/device_step.cpp). Start-up broadcast, batch-norm averaging, evaluation
+// counts and --save-params go through host copies (download, upload).
+// Parameter servers always run on the CPU backend.
 #include "engine/trainer.hpp"
 
 #include <algorithm>
@@ -12,6 +24,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/settings.hpp"
+#include "comm/device_binding.hpp"
 #include "comm/exchange.hpp"
 #include "comm/topology.hpp"
 #include "engine/metrics.hpp"
@@ -21,8 +34,12 @@
 #include "io/prefetcher.hpp"
 #include "io/sampler.hpp"
 #include "layers/backend.hpp"
+#include "layers/cpu/staged.hpp"
 #include "layers/models.hpp"
 #include "layers/sgd.hpp"
+#ifdef DTRAIN_HAVE_CUDA
+#include "layers/cuda/cuda_backend.hpp"
+#endif
 
 namespace dtrain::engine {
 
@@ -92,6 +109,95 @@ void check_outputs(const TrainConfig& cfg) {
     DT_USAGE("options 'metrics' and 'save-params' name the same file '", cfg.metrics, "'");
 }
 
+// The compute backend of a worker. cuda: the GPU of this rank's local rank
+// among the workers of its host (local rank mod visible devices), checked to be
+// no other worker's before any NCCL communicator exists.
+std::unique_ptr<layers::Backend> make_worker_backend(const TrainConfig& cfg, const comm::Topology& topo,
+                                                     int* cuda_device) {
+  *cuda_device = -1;
+  auto host_kernels = [&] { return layers::make_backend(cfg.reference_kernels ? "reference" : "cpu"); };
+  if (cfg.device == "cpu") return host_kernels();
+  if (cfg.device == "cpu-staged") return layers::make_staged_backend(host_kernels());
+#ifdef DTRAIN_HAVE_CUDA
+  MPI_Comm host = MPI_COMM_NULL;
+  DT_CHECK_MPI(MPI_Comm_split_type(topo.workers(), MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host));
+  int local = 0;
+  DT_CHECK_MPI(MPI_Comm_rank(host, &local));
+  try {
+    const int device = layers::cuda_device_for_local_rank(local);
+    comm::check_device_binding(host, device, layers::cuda_device_key(device));
+    *cuda_device = device;
+  } catch (...) {
+    MPI_Comm_free(&host);
+    throw;
+  }
+  DT_CHECK_MPI(MPI_Comm_free(&host));
+  layers::CudaOptions co;
+  co.device = *cuda_device;
+  co.workspace_bytes = static_cast<size_t>(cfg.workspace_mb) << 20;
+  co.tf32 = cfg.tf32;
+  co.log_algorithms = topo.rank() == 0;
+  return layers::make_cuda_backend(co);
+#else
+  (void)topo;
+  DT_USAGE("option 'device': cuda: this dtrain was built without the CUDA backend; use --device cpu");
+#endif
+}
+
+// Calls f with a host view of n floats at `data` (memory of `be`): the memory
+// itself on host backends; on a device, a downloaded copy, uploaded back
+// afterwards when write_back.
+template <typename F>
+void with_host_copy(layers::Backend& be, float* data, size_t n, bool write_back, F&& f) {
+  if (!be.discrete_memory()) {
+    f(data);
+    return;
+  }
+  std::vector<float> h(std::max<size_t>(n, 1));
+  be.download(data, h.data(), n * sizeof(float));
+  f(h.data());
+  if (write_back) be.upload(h.data(), data, n * sizeof(float));
+}
+
+// What one step (or one evaluation batch) feeds the net, in the backend's
+// memory: the minibatch x [n, C, H, W], its labels [n], the probabilities and
+// the loss gradient [n, K]. On a host backend x and labels are the caller's
+// buffers (no copy); on a device they are uploaded.
+class StepBuffers {
+ public:
+  StepBuffers(layers::Backend& be, int64_t n, const layers::Shape& in, int k)
+      : be_(be), in_(in), k_(k) {
+    probs_ = be.allocate(static_cast<size_t>(n * k));
+    dlogits_ = be.allocate(static_cast<size_t>(n * k));
+    if (be.discrete_memory()) {
+      x_ = be.allocate(static_cast<size_t>(n * in.per_sample()));
+      labels_ = be.allocate(static_cast<size_t>(n));  // int32 in float-sized slots
+    }
+  }
+  // host_x: [b, C, H, W] host floats, b ≤ n; returns the net's input.
+  layers::Tensor x(const float* host_x, int64_t b) {
+    const layers::Shape s(b, in_.c(), in_.h(), in_.w());
+    if (!x_) return layers::Tensor::view(const_cast<float*>(host_x), s);
+    be_.upload(host_x, x_.get(), static_cast<size_t>(s.numel()) * sizeof(float));
+    return layers::Tensor::view(x_.get(), s, be_.device());
+  }
+  const int32_t* labels(const int32_t* host, int64_t b) {
+    if (!labels_) return host;
+    be_.upload(host, labels_.get(), static_cast<size_t>(b) * sizeof(int32_t));
+    return reinterpret_cast<const int32_t*>(labels_.get());
+  }
+  float* probs() { return probs_.get(); }
+  layers::Tensor dlogits(int64_t b) {
+    return layers::Tensor::view(dlogits_.get(), layers::Shape::flat(b, k_), be_.device());
+  }
+
+ private:
+  layers::Backend& be_;
+  layers::Shape in_;
+  int k_;
+  std::shared_ptr<float> x_, labels_, probs_, dlogits_;
+};
+
 struct Evaluation {
   double loss = 0, accuracy = 0;
 };
@@ -108,18 +214,17 @@ Evaluation evaluate(layers::Net& net, layers::Backend& backend, const io::Hdf5Da
   const int k = static_cast<int>(net.output_shape().c());
   std::vector<uint8_t> raw(static_cast<size_t>(eb * test.sample_bytes()));
   layers::Tensor x(layers::Shape(eb, in.c(), in.h(), in.w()));
-  layers::Tensor probs(layers::Shape::flat(eb, k));
+  StepBuffers dev(backend, eb, in, k);
   double loss_sum = 0;
   int64_t correct = 0;
   for (int64_t i = begin; i < end; i += eb) {
     int64_t b = std::min<int64_t>(eb, end - i);
     test.read_range(i, b, raw.data());
     io::normalize_to_nchw(raw.data(), b, in.h(), in.w(), in.c(), cfg.mean, cfg.std, x.data());
-    layers::Tensor xb = layers::Tensor::view(x.data(), layers::Shape(b, in.c(), in.h(), in.w()));
-    const layers::Tensor& logits = net.forward(xb, /*train=*/false);
+    const layers::Tensor& logits = net.forward(dev.x(x.data(), b), /*train=*/false);
     int64_t c = 0;
-    loss_sum += backend.softmax_xent_forward(logits.data(), test.labels().data() + i, static_cast<int>(b), k,
-                                             probs.data(), &c);
+    loss_sum += backend.softmax_xent_forward(logits.data(), dev.labels(test.labels().data() + i, b),
+                                             static_cast<int>(b), k, dev.probs(), &c);
     correct += c;
   }
   double sums[2] = {loss_sum, static_cast<double>(correct)};
@@ -144,11 +249,12 @@ TrainResult train(const TrainConfig& cfg, MPI_Comm world_comm) {
   const int threads = choose_threads(cfg, topo.ranks_on_host());
   layers::set_cpu_threads(threads);
 
-  if (cfg.device == "cuda")
-    DT_USAGE("option 'device': the trainer's CUDA path (device buffers for batches, host mirrors or NCCL "
-             "for the exchange) is not wired yet; the CUDA kernels are exercised by the dtrain_cuda_tests "
-             "binary and bench/gpu-check.sh. Use --device cpu");
-  std::unique_ptr<layers::Backend> backend = layers::make_backend(cfg.reference_kernels ? "reference" : "cpu");
+  // Servers run the optimizer on host memory: the CPU backend, whatever the device.
+  int cuda_device = -1;
+  std::unique_ptr<layers::Backend> backend =
+      topo.is_server() ? layers::make_backend(cfg.reference_kernels ? "reference" : "cpu")
+                       : make_worker_backend(cfg, topo, &cuda_device);
+  const bool on_device = backend->discrete_memory();
 
   // Datasets are validated before any work (DESIGN.md §5): bad files are UsageErrors.
   // Servers open them too: the class count fixes the model's arena.
@@ -218,8 +324,21 @@ TrainResult train(const TrainConfig& cfg, MPI_Comm world_comm) {
     eo.bucket_bytes = static_cast<size_t>(cfg.bucket_mb * 1048576.0);
     eo.max_chunk_elems = static_cast<size_t>(cfg.max_chunk_elems);
     eo.step_timeout_s = cfg.comm_timeout;
+    if (on_device) {
+      layers::Backend& be = *backend;
+      eo.device.enabled = true;
+      eo.device.cuda_device = cuda_device;
+      eo.device.host_addressable = cuda_device < 0;  // cpu-staged: MPI may touch its memory
+      eo.device.download = [&be](const float* d, float* h, size_t n) { be.download(d, h, n * sizeof(float)); };
+      eo.device.upload = [&be](const float* h, float* d, size_t n) { be.upload(h, d, n * sizeof(float)); };
+      eo.device.host_alloc = [&be](size_t bytes) { return be.host_alloc(bytes); };
+      eo.device.host_free = [&be](void* p) { be.host_free(p); };
+    }
+    // Servers take part in the exchange's construction; workers' device set-up
+    // (NCCL communicators) happens inside, after the device-binding check.
     ex = std::make_unique<comm::Exchange>(topo, eo, net.num_params());
-    ex->broadcast_params(net.params().data());
+    with_host_copy(*backend, net.params().data(), net.num_params(), /*write_back=*/true,
+                   [&](float* p) { ex->broadcast_params(p); });
   } else if (cfg.mode != "allreduce") {
     DT_USAGE("option 'mode': ", cfg.mode, " needs parameter-server ranks; this job has 1 rank");
   }
@@ -249,16 +368,23 @@ TrainResult train(const TrainConfig& cfg, MPI_Comm world_comm) {
   po.augment = {cfg.augment_pad, cfg.augment_flip};
   po.seed = static_cast<uint64_t>(cfg.seed) * 0x9E3779B97F4A7C15ull + 11;
   po.total_batches = planned;
+  if (on_device) {  // pinned batch buffers: the per-step upload runs at full bandwidth
+    layers::Backend& be = *backend;
+    po.allocator.allocate = [&be](size_t bytes) { return be.host_alloc(bytes); };
+    po.allocator.release = [&be](void* p) { be.host_free(p); };
+  }
   io::Prefetcher loader(train_set, io::Sampler(n_train, workers, worker, cfg.minibatch, static_cast<uint64_t>(cfg.seed)), po);
   MetricsWriter metrics(rank == 0 ? cfg.metrics : std::string());
   if (rank == 0)
     log::info("dtrain: model ", cfg.model, " (", net.num_params(), " parameters), ", n_train,
               " training samples, minibatch ", cfg.minibatch, " × ", workers, " worker(s), ", spe,
               " steps/epoch, ", threads, " thread(s)/rank, backend ", backend->name(), "; ",
-              topo.describe(), world_size > 1 ? std::string(", mode ") + cfg.mode : std::string());
+              topo.describe(), world_size > 1 ? std::string(", mode ") + cfg.mode : std::string(),
+              ex && !ex->node_reducer().empty() ? ", intra-node reducer " + ex->node_reducer() : std::string(),
+              cuda_device >= 0 ? ", GPU " + std::to_string(cuda_device) + " (rank 0)" : std::string());
 
   const int b = cfg.minibatch;
-  layers::Tensor probs(layers::Shape::flat(b, k)), dlogits(layers::Shape::flat(b, k));
+  StepBuffers dev(*backend, b, in, k);
   // Gradients are of the global-batch mean loss: the workers' sum is the 1-process gradient.
   const float loss_scale = 1.0f / static_cast<float>(global_batch);
   const auto fail_at = settings::fail_at_step();
@@ -283,16 +409,17 @@ TrainResult train(const TrainConfig& cfg, MPI_Comm world_comm) {
       const io::Batch& batch = loader.next();  // blocks only when the loader fell behind
       DT_CHECK(batch.epoch == epoch && batch.step == s, "loader delivered (", batch.epoch, ", ", batch.step,
                ") for (", epoch, ", ", s, ")");
-      const layers::Tensor x = layers::Tensor::view(batch.x, layers::Shape(b, in.c(), in.h(), in.w()));
-      const int32_t* labels = batch.labels;
       auto t1 = Clock::now();
+      const layers::Tensor x = dev.x(batch.x, b);  // uploads on a device
+      const int32_t* labels = dev.labels(batch.labels, b);
+      layers::Tensor dlogits = dev.dlogits(b);
 
       const float lr = sched.at(step);
       net.set_step_seed((static_cast<uint64_t>(cfg.seed) * 1000003ull + static_cast<uint64_t>(step)) * 65537ull + static_cast<uint64_t>(worker));
       const layers::Tensor& logits = net.forward(x, /*train=*/true);
       int64_t correct = 0;
-      double loss_sum = backend->softmax_xent_forward(logits.data(), labels, b, k, probs.data(), &correct);
-      backend->softmax_xent_backward(probs.data(), labels, b, k, loss_scale, dlogits.data());
+      double loss_sum = backend->softmax_xent_forward(logits.data(), labels, b, k, dev.probs(), &correct);
+      backend->softmax_xent_backward(dev.probs(), labels, b, k, loss_scale, dlogits.data());
       if (ex) ex->begin_step(step, net.params().data(), net.grads().data());
       net.backward(dlogits, on_ready);
       comm::StepTimes ct;
@@ -349,7 +476,9 @@ TrainResult train(const TrainConfig& cfg, MPI_Comm world_comm) {
     train_seconds += epoch_time;
     // Batch-norm running statistics: the mean over workers, so every rank
     // evaluates (and saves) the same model.
-    if (ex && net.buffers().numel() > 0) ex->average_over_workers(net.buffers().data(), static_cast<size_t>(net.buffers().numel()));
+    if (ex && net.buffers().numel() > 0)
+      with_host_copy(*backend, net.buffers().data(), static_cast<size_t>(net.buffers().numel()), true,
+                     [&](float* h) { ex->average_over_workers(h, static_cast<size_t>(net.buffers().numel())); });
     if (test_set) {
       Evaluation e = evaluate(net, *backend, *test_set, cfg, worker, workers, ex.get());
       result.test_loss = e.loss;
@@ -370,9 +499,12 @@ TrainResult train(const TrainConfig& cfg, MPI_Comm world_comm) {
   result.images_per_s = static_cast<double>(step * global_batch) / train_seconds;
 
   if (!cfg.save_params.empty() && rank == 0) {
-    io::save_float_arrays(cfg.save_params,
-                          {{"params", {net.params().data(), net.num_params()}},
-                           {"buffers", {net.buffers().data(), static_cast<size_t>(net.buffers().numel())}}});
+    const size_t nb = static_cast<size_t>(net.buffers().numel());
+    with_host_copy(*backend, net.params().data(), net.num_params(), false, [&](float* p) {
+      with_host_copy(*backend, net.buffers().data(), nb, false, [&](float* bufs) {
+        io::save_float_arrays(cfg.save_params, {{"params", {p, net.num_params()}}, {"buffers", {bufs, nb}}});
+      });
+    });
   }
   return result;
 }

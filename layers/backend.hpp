@@ -19,7 +19,9 @@
 // others are tested against), "cpu" (oneDNN + BLAS, layers/cpu/), "cuda"
 // (cuDNN + cuBLAS, layers/cuda/, built when the toolkit is found; its device
 // pointers are not host-readable: data enters through upload(), leaves through
-// download()).
+// download()), and "cpu-staged" (layers/cpu/staged.hpp: the CPU kernels behind
+// the cuda backend's memory model, with every pointer checked — the test double
+// that runs the trainer's device path without a GPU).
 #pragma once
 
 #include <cstddef>
@@ -148,6 +150,18 @@ class Backend {
   virtual void download(const void* src, void* host, size_t bytes);
   // Waits until every queued kernel of this backend has finished (no-op on the CPU).
   virtual void synchronize() {}
+  // True when allocate()'s memory is not host memory the caller may read or hand
+  // to MPI: data enters through upload() and leaves through download() ("cuda",
+  // "cpu-staged"). The trainer's device path keys on this.
+  virtual bool discrete_memory() const { return false; }
+  // Host memory for transfers to and from the device (`bytes` bytes, 64-byte
+  // aligned, contents unspecified): pinned (page-locked) on CUDA, so copies run
+  // at full bandwidth and may be asynchronous; plain memory on host backends.
+  // upload()/download() accept any host memory; this is the fast kind.
+  // host_free() takes only what host_alloc() returned (nullptr is ignored).
+  // upload(), download() and host_alloc() may be called from any thread.
+  virtual void* host_alloc(size_t bytes);
+  virtual void host_free(void* p);
 
   virtual std::unique_ptr<ConvKernel> conv(const ConvDesc& d) = 0;
   virtual std::unique_ptr<PoolKernel> pool(const PoolDesc& d) = 0;
@@ -190,7 +204,7 @@ inline float dropout_uniform(uint64_t seed, uint64_t index) {
   return static_cast<float>(z >> 40) * (1.0f / 16777216.0f);
 }
 
-// The ordered list of backends: "reference", "cpu", "cuda" (when compiled in).
+// The ordered list of backends: "cpu", "reference", "cpu-staged", "cuda" (when compiled in).
 // Throws UsageError naming the backend when it is unknown or not built.
 std::unique_ptr<Backend> make_backend(const std::string& name);
 std::vector<std::string> available_backends();

@@ -137,15 +137,40 @@ class CudaBackend final : public Backend {
                                     nullptr));
   }
 
+  // Transfers may come from the exchange's communication thread: each sets the
+  // backend's device on the calling thread first (cudaSetDevice is per thread).
   void upload(const void* host, void* dst, size_t bytes) override {
-    if (bytes > 0) DT_CHECK_CUDA(cudaMemcpy(dst, host, bytes, cudaMemcpyHostToDevice));
+    if (bytes == 0) return;
+    ctx_->activate();
+    DT_CHECK_CUDA(cudaMemcpy(dst, host, bytes, cudaMemcpyHostToDevice));
   }
 
   void download(const void* src, void* host, size_t bytes) override {
-    if (bytes > 0) DT_CHECK_CUDA(cudaMemcpy(host, src, bytes, cudaMemcpyDeviceToHost));
+    if (bytes == 0) return;
+    ctx_->activate();
+    DT_CHECK_CUDA(cudaMemcpy(host, src, bytes, cudaMemcpyDeviceToHost));
   }
 
-  void synchronize() override { DT_CHECK_CUDA(cudaDeviceSynchronize()); }
+  void synchronize() override {
+    ctx_->activate();
+    DT_CHECK_CUDA(cudaDeviceSynchronize());
+  }
+
+  bool discrete_memory() const override { return true; }
+
+  // Pinned host memory (portable: usable by every thread and context).
+  void* host_alloc(size_t bytes) override {
+    void* p = nullptr;
+    const cudaError_t rc = cudaHostAlloc(&p, std::max<size_t>(bytes, 64), cudaHostAllocPortable);
+    if (rc != cudaSuccess) {
+      (void)cudaGetLastError();
+      DT_FAIL("cannot allocate ", bytes, " bytes of pinned host memory (", cudaGetErrorString(rc), ")");
+    }
+    return p;
+  }
+  void host_free(void* p) override {
+    if (p != nullptr) cudaFreeHost(p);
+  }
 
   void fill(float* dst, size_t count, float value) override { cuda::fill(dst, count, value); }
 
