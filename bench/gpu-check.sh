@@ -1,20 +1,24 @@
 #!/usr/bin/env bash
 # bench/gpu-check.sh — everything the GPU issue must show, on a machine with a GPU,
 # in a few minutes: configure with -DDTRAIN_CUDA=ON, build the CUDA parts, run the
-# [cuda] tests (must PASS here, not skip), then the training throughput of
+# [cuda] tests (must PASS here, not skip), short real `dtrain train --device cuda`
+# runs on Fashion-MNIST (1 process; 1 GPU worker + 1 CPU parameter server in
+# hybrid mode, the NCCL reducer and pinned staging; 2 GPU workers + 1 server when
+# there are ≥ 2 GPUs), then the training throughput of
 # alexnet-owt and resnet50 at minibatch 128 and 256 on dtrain (dtrain_gpu_bench) and
 # on PyTorch/torchvision (bench/torch_gpu.py), FP32 and — with --tf32 — TF32 too,
 # printing the ratio dtrain / torch per setting.
 #
 #   bench/gpu-check.sh [--tf32] [--build DIR] [--steps S] [--python PY] [--no-torch]
+#                      [--train-steps N]
 #
-# Exit status: non-zero when the build or a [cuda] test fails (or they skipped:
-# no GPU visible). Benchmark lines are printed as they come; a missing PyTorch
-# only drops the ratio column.
+# Exit status: non-zero when the build, a [cuda] test or a training run fails
+# (or the tests skipped: no GPU visible). Benchmark lines are printed as they
+# come; a missing PyTorch only drops the ratio column.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-build=build-gpu steps=15 warmup=5 tf32=0 py=python3 torch=1
+build=build-gpu steps=15 warmup=5 tf32=0 py=python3 torch=1 train_steps=300
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --tf32) tf32=1 ;;
@@ -22,7 +26,8 @@ while [[ $# -gt 0 ]]; do
     --steps) steps=$2; shift ;;
     --python) py=$2; shift ;;
     --no-torch) torch=0 ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    --train-steps) train_steps=$2; shift ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) echo "gpu-check.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -35,7 +40,7 @@ echo "== GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format
 echo "== configure + build ($build, -j$jobs)"
 cmake -S . -B "$build" -DDTRAIN_CUDA=ON -DCMAKE_BUILD_TYPE=Release > "$build.configure.log" 2>&1 \
   || { tail -20 "$build.configure.log"; exit 1; }
-cmake --build "$build" -j"$jobs" --target dtrain_cuda_tests dtrain_gpu_bench 2>&1 | tail -3
+cmake --build "$build" -j"$jobs" --target dtrain dtrain_cuda_tests dtrain_gpu_bench 2>&1 | tail -3
 echo "   built in $((SECONDS - t0)) s"
 
 echo "== [cuda] tests"
@@ -46,6 +51,10 @@ rc=$?
 if [[ $rc -eq 0 && $ngpu -ge 2 ]]; then  # a real node reduction over NCCL
   mpiexec -n 2 --oversubscribe "$build/tests/dtrain_cuda_tests" "[nccl]" --reporter compact; rc=$?
 fi
+if [[ $rc -eq 0 ]]; then  # the exchange's device path in hybrid: 1 GPU worker + 1 CPU server
+  CUDA_VISIBLE_DEVICES=0 mpiexec -n 2 --oversubscribe "$build/tests/dtrain_cuda_tests" "[exchange]" \
+    --reporter compact; rc=$?
+fi
 if [[ $rc -eq 0 ]]; then  # two ranks on one GPU: the binding check must refuse (test passes)
   CUDA_VISIBLE_DEVICES=0 mpiexec -n 2 --oversubscribe "$build/tests/dtrain_cuda_tests" \
     "cuda: device binding*" --reporter compact; rc=$?
@@ -54,6 +63,39 @@ set -e
 if [[ $rc -eq 77 ]]; then echo "gpu-check.sh: no CUDA device visible: tests skipped" >&2; exit 1; fi
 if [[ $rc -ne 0 ]]; then echo "gpu-check.sh: [cuda] tests FAILED (rc $rc)" >&2; exit 1; fi
 echo "   tests done at $((SECONDS - t0)) s"
+
+# Short real training runs through the trainer's CUDA path (ResNet-20 on
+# Fashion-MNIST, minibatch 128, train_steps steps, no evaluation).
+echo "== dtrain train --device cuda (Fashion-MNIST, resnet20, $train_steps steps)"
+data=data/fashion-mnist-train.h5
+if [[ ! -f $data ]]; then
+  "$build/dtrain" data fashion-mnist --out data > /dev/null 2>&1 || true
+fi
+if [[ ! -f $data ]]; then  # no IDX files here: a synthetic set of the same shape, said so
+  data=$build/synth-28x28x1.h5
+  [[ -f $data ]] || "$build/dtrain" data synth --shape 28x28x1 --n 60000 --classes 10 --out "$data" > /dev/null
+  echo "   (Fashion-MNIST not available: synthetic 28×28×1 data, $data)"
+fi
+train_run() {  # train_run LABEL NP args...
+  local label=$1 np=$2; shift 2
+  local out
+  out=$(mpiexec -n "$np" --oversubscribe --bind-to none "$build/dtrain" train --job jobs/fashion_resnet.ini \
+          --train-data "$data" --test-data "" --metrics "" --device cuda --max-steps "$train_steps" \
+          --log-interval 100 --augment-flip false --augment-pad 0 "$@" 2>&1) \
+    || { echo "$out" | tail -20; echo "gpu-check.sh: training run '$label' FAILED" >&2; exit 1; }
+  # steady: the last log interval (after the cuDNN algorithm search of step 0); overall: the whole run
+  local steady overall
+  steady=$(sed -n 's/^epoch .* \([0-9]*\) img\/s .*/\1/p' <<<"$out" | tail -1)
+  overall=$(sed -n 's/^dtrain: finished .*, \([0-9.]*\) images\/s.*/\1/p' <<<"$out" | tail -1)
+  printf '   %-44s %8s images/s steady, %8s overall  %s\n' "$label" "${steady:-?}" "${overall:-?}" \
+    "$(grep -o 'intra-node reducer [a-z]*' <<<"$out" | head -1)"
+}
+train_run "1 process, 1 GPU" 1
+CUDA_VISIBLE_DEVICES=0 train_run "hybrid: 1 GPU worker + 1 CPU server" 2 --mode hybrid --ps 1
+if [[ $ngpu -ge 2 ]]; then
+  train_run "hybrid: 2 GPU workers (NCCL) + 1 CPU server" 3 --mode hybrid --ps 1 --minibatch 64
+fi
+echo "   training runs done at $((SECONDS - t0)) s"
 
 echo "== throughput (images/s, training steps; warmup $warmup, timed $steps)"
 have_torch=0

@@ -40,7 +40,8 @@ pair resnet-hybrid 3 "${resnet[@]}" --mode hybrid --ps 1 --ranks-per-node 2
 if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
   echo "skip: a GPU is visible; --device cuda runs in bench/gpu-check.sh"
 else
-  out=$("$DTRAIN" train "${common[@]}" --job "$SRC/jobs/fashion_lenet.ini" --max-steps 1 --device cuda 2>&1) && fail "--device cuda ran without a GPU: $out"
+  out=$("$DTRAIN" train --job "$SRC/jobs/fashion_lenet.ini" --train-data "$D/fashion-mnist-train.h5" \
+          --test-data "" --metrics "" --max-steps 1 --device cuda 2>&1) && fail "--device cuda ran without a GPU: $out"
   rc=$?
   [ "$rc" = 2 ] || fail "--device cuda without a GPU: exit $rc, wanted 2: $out"
   grep -qE "built without the CUDA backend|no CUDA device is visible" <<<"$out" || fail "--device cuda: unclear message: $out"
