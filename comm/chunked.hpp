@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "comm/wait.hpp"
 #include "core/error.hpp"
 
 namespace dtrain::comm::detail {
@@ -45,12 +46,6 @@ inline void irecv_chunked(float* p, size_t count, int peer, int tag, MPI_Comm co
     DT_CHECK_MPI(MPI_Irecv(p + off, n, MPI_FLOAT, peer, tag, comm, &r));
     out.push_back(r);
   }
-}
-
-inline void wait_all(std::vector<MPI_Request>& reqs) {
-  if (reqs.empty()) return;
-  DT_CHECK_MPI(MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE));
-  reqs.clear();
 }
 
 // Tags of the PS protocol (one duplicated communicator per protocol, so these

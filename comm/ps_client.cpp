@@ -28,7 +28,7 @@
 // reported ready, i.e. after backward stopped reading them. The loop polls
 // (MPI_Testsome, then a ≤ 200 µs sleep on the condition variable that
 // grads_ready signals) while backward may still report ranges, and blocks in
-// MPI_Waitsome once the whole arena is ready.
+// wait_some (comm/wait.hpp) once the whole arena is ready.
 #include <chrono>
 
 #include "comm/chunked.hpp"
@@ -142,7 +142,7 @@ void Exchange::Impl::run_step_ps() {
       if (count == MPI_UNDEFINED) count = 0;
       if (count == 0 && !progressed) wait_ready(lo, kPollS);
     } else {
-      DT_CHECK_MPI(MPI_Waitsome(static_cast<int>(reqs.size()), reqs.data(), &count, idx.data(), MPI_STATUSES_IGNORE));
+      count = detail::wait_some(reqs, idx);
       DT_CHECK(count != MPI_UNDEFINED, "ps step ", st, ": nothing left to wait for, yet ", ns - params_done,
                " slice(s) missing");
     }

@@ -12,7 +12,7 @@
 //      (sender, own slice, chunk), into one buffer per sender
 //      (tag_grad(j, s)): senders may send their slices in any order, and the
 //      step-parity bit in the tag keeps a fast sender's next step apart;
-//   3. MPI_Waitsome; when all chunks of slice j from all senders are in:
+//   3. wait_some (comm/wait.hpp); when all chunks of slice j from all senders are in:
 //        gradsum[j] = ((sender 0 + sender 1) + sender 2) + …   (fixed order)
 //        rule(params, gradsum, begin_j, end_j, s)
 //        → every sender: params[j]                  (tag_param(j, s))
@@ -113,9 +113,7 @@ void Exchange::Impl::serve(float* params, const UpdateRule& rule) {
         ++done;
       }
     while (done < mine.size()) {
-      idx.resize(reqs.size());
-      int count = 0;
-      DT_CHECK_MPI(MPI_Waitsome(static_cast<int>(reqs.size()), reqs.data(), &count, idx.data(), MPI_STATUSES_IGNORE));
+      const int count = detail::wait_some(reqs, idx);
       DT_CHECK(count != MPI_UNDEFINED, "parameter server ", me, ": step ", st, " lost track of its receives");
       for (int c = 0; c < count; ++c) {
         const size_t k = owner[static_cast<size_t>(idx[static_cast<size_t>(c)])];

@@ -85,7 +85,7 @@ void RingAllreduce::allreduce(float* x, size_t count) {
     const float* scratch = tmp_[k % 2].data();
     for (size_t i = 0, off = 0; off < len; ++i, off += piece_) {
       const size_t m = std::min(piece_, len - off);
-      DT_CHECK_MPI(MPI_Wait(&reqs[i], MPI_STATUS_IGNORE));
+      wait_one(reqs[i]);
       if (k < rs) {
         float* __restrict d = seg + off;
         const float* __restrict s = scratch + off;

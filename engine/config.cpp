@@ -75,6 +75,7 @@ struct Options {
       ("ranks-per-node", po::value(&c.ranks_per_node)->default_value(c.ranks_per_node), "group workers into virtual nodes of K (0: real nodes)")
       ("bucket-mb", po::value(&c.bucket_mb)->default_value(c.bucket_mb), "allreduce bucket size, MiB")
       ("max-chunk-elems", po::value(&c.max_chunk_elems)->default_value(c.max_chunk_elems), "largest single transfer, elements")
+      ("wait-policy", po::value(&c.wait_policy)->default_value(c.wait_policy), "how ranks wait for messages: spin | sleep | auto (sleep when the node's ranks × threads exceed its cores)")
       ("comm-timeout", po::value(&c.comm_timeout)->default_value(c.comm_timeout), "seconds one step's exchange may take before the job is aborted as stalled (0: wait forever)")
       ("metrics", po::value(&c.metrics), "JSON Lines metrics file (rank 0)")
       ("log-interval", po::value(&c.log_interval)->default_value(c.log_interval), "steps between metric lines")
@@ -124,6 +125,7 @@ void validate(TrainConfig& c) {
   need(std::isfinite(c.lr_step_epochs) && c.lr_step_epochs >= 0.0f && c.lr_step_epochs <= 1e6, "lr-step-epochs",
        "must be a finite number >= 0, got ", c.lr_step_epochs);
   need(std::isfinite(c.bucket_mb) && c.bucket_mb <= 4096, "bucket-mb", "must be <= 4096");
+  need(c.wait_policy == "spin" || c.wait_policy == "sleep" || c.wait_policy == "auto", "wait-policy", "'", c.wait_policy, "' is not spin, sleep or auto");
   need(std::isfinite(c.comm_timeout) && c.comm_timeout >= 0, "comm-timeout", "must be a number of seconds >= 0");
   need(c.lr_schedule == "constant" || c.lr_schedule == "step" || c.lr_schedule == "cosine",
        "lr-schedule", "'", c.lr_schedule, "' is not constant, step or cosine");

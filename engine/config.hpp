@@ -57,6 +57,7 @@ struct TrainConfig {
   int ranks_per_node = 0;    // 0: real nodes; K: virtual nodes of K workers
   double bucket_mb = 1.0;    // allreduce bucket (fusion) size, MiB
   int64_t max_chunk_elems = (int64_t{1} << 31) - 1;  // every transfer is cut below this
+  std::string wait_policy = "auto";  // spin | sleep | auto (comm/wait.hpp)
   double comm_timeout = 600;  // seconds a step's exchange may take before the job is aborted (0 = none)
 
   std::string metrics;       // JSONL path ("" = none)

@@ -120,14 +120,78 @@ double wakeup_wait(double rho, const MachineLoad& m) {
   return (rho - 1) / rho * slice;
 }
 
+int waiting_threads(const RunShape& r) {
+  if (!r.sleeping_waits || (r.workers == 1 && r.servers == 0)) return 0;
+  return r.servers + r.workers;
+}
+
+double compute_phase(const std::vector<double>& t, int g, int thr, const MachineLoad& m, double waiting) {
+  DT_CHECK(!t.empty() && g >= 1 && thr >= 1 && m.cores > 0 && m.background >= 0, "compute_phase: bad arguments");
+  for (double x : t) DT_CHECK(x > 0 && std::isfinite(x), "compute_phase: T_C sample ", x);
+  const double demand = static_cast<double>(g) * thr;
+  const double rho = (demand + m.background) / m.cores;
+  // Capacity left to the job: with more runnable threads than cores, the
+  // background holds its fair share; otherwise it holds the cores it uses (at
+  // least the job's own demand is left, since ρ ≤ 1).
+  double capacity = rho > 1 ? m.cores * demand / (demand + m.background) : std::max(demand, m.cores - m.background);
+  DT_CHECK(waiting >= 0 && m.poll_fraction >= 0 && m.poll_fraction <= 1, "compute_phase: waiting ", waiting,
+           ", poll fraction ", m.poll_fraction);
+  capacity = std::max(0.1 * capacity, capacity - waiting * m.poll_fraction);
+  const double eta = rho > 1 ? m.time_share : 1.0;
+  DT_CHECK(eta > 0, "compute_phase: time-share inflation ", eta);
+  auto phase = [&](auto&& draw) {
+    double mx = 0, sum = 0;
+    for (int i = 0; i < g; ++i) {
+      const double x = draw(i);
+      mx = std::max(mx, x);
+      sum += x;
+    }
+    return std::max(mx, eta * thr * sum / capacity);
+  };
+  const size_t n = t.size();
+  double tuples = 1;
+  for (int i = 0; i < g && tuples <= 4096; ++i) tuples *= static_cast<double>(n);
+  double total = 0;
+  if (tuples <= 4096) {  // exact: every tuple of G draws
+    const size_t count = static_cast<size_t>(tuples);
+    for (size_t k = 0; k < count; ++k) {
+      total += phase([&](int i) {
+        size_t c = k;
+        for (int j = 0; j < i; ++j) c /= n;
+        return t[c % n];
+      });
+    }
+    return total / static_cast<double>(count);
+  }
+  uint64_t state = 0x9E3779B97F4A7C15ull;  // splitmix64: the same draws every call
+  auto next = [&] {
+    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  };
+  for (int k = 0; k < 4096; ++k) total += phase([&](int) { return t[next() % n]; });
+  return total / 4096;
+}
+
+double hop_wait(bool sleeping, double rho, const MachineLoad& m) {
+  return sleeping ? m.poll_period / 2 : wakeup_wait(rho, m);
+}
+
 StepPrediction predict_step(double t_c1, const RunShape& r, const Links& l, const MachineLoad& m) {
   DT_CHECK(t_c1 > 0, "predict_step: T_C ", t_c1);
+  return predict_step(std::vector<double>{t_c1}, r, l, m);
+}
+
+StepPrediction predict_step(const std::vector<double>& t_c1, const RunShape& r, const Links& l,
+                            const MachineLoad& m) {
+  DT_CHECK(!t_c1.empty(), "predict_step: no T_C sample");
   StepPrediction s;
   const double rho = (r.workers * r.threads + m.background) / m.cores;
   s.contention = cpu_contention(r.workers * r.threads + m.background, m.cores);
-  s.t_c = s.contention * t_c1;
+  s.t_c = compute_phase(t_c1, r.workers, r.threads, m, waiting_threads(r));
   s.t_comm = exchange_time(r, l) * s.contention;
-  s.t_o = s.t_comm + sync_hops(r) * wakeup_wait(rho, m);
+  s.t_o = s.t_comm + sync_hops(r) * hop_wait(r.sleeping_waits, rho, m);
   s.t_step = s.t_c + s.t_o;
   return s;
 }

@@ -84,6 +84,7 @@ struct RunShape {
   int ranks_per_node = 0;  // K (0: all workers on one node)
   int threads = 1;         // compute threads per worker rank
   double param_bytes = 0;  // P
+  bool sleeping_waits = false;  // waits sleep between polls (comm/wait.hpp WaitPolicy::sleep)
   int nodes() const;       // ⌈G / K⌉ (1 when K = 0)
 };
 
@@ -94,6 +95,13 @@ struct MachineLoad {
   double background = 0;
   double sched_latency = 0.012;  // Linux CFS period for ≤ 8 runnable: 6 ms · (1 + log2 cores), here 2 cores
   double min_granularity = 0.0015;  // CFS minimum slice: 0.75 ms · (1 + log2 cores)
+  double poll_period = 200e-6;  // seconds between two polls of a long sleeping wait (comm/wait.hpp
+                                // kSleepMaxS plus the timer's slack; measured by dtrain tune)
+  double poll_fraction = 0;     // φ: fraction of a core one thread in a long sleeping wait uses
+                                // (the polls and the timer wake-ups; measured by dtrain tune)
+  double time_share = 1;       // η: CPU seconds of a compute step when more threads than cores
+                               // share them, over its time alone (context switches, caches
+                               // refilled after every slice); measured by dtrain tune
 };
 
 // CPU contention factor κ: runnable compute threads over cores, at least 1
@@ -108,6 +116,13 @@ int sync_hops(const RunShape& r);
 // (CFS time slicing, ours): slice = max(min_granularity, latency / ρ), and the
 // woken rank waits on average (ρ − 1)/ρ of a slice; 0 when ρ ≤ 1.
 double wakeup_wait(double rho, const MachineLoad& m);
+// Per hop, the time between a message's arrival and the moment its receiver
+// notices it: spinning waits notice at once, or after wakeup_wait(ρ) when the
+// spinner must first be scheduled again; a sleeping wait that outlasted its
+// spin phase polls every poll_period (its sleeps double up to that within
+// ~1 ms), so it notices on average poll_period/2 later (a sleeper that wakes
+// preempts the running thread: CFS credits it half a latency period).
+double hop_wait(bool sleeping_waits, double rho, const MachineLoad& m);
 
 // Busy time of one step's gradient exchange (seconds), per mode:
 //   allreduce  ring over G ranks: 2(G−1)/G·P/B + 2(G−1)·λ  (B, λ: inter when
@@ -129,9 +144,36 @@ struct StepPrediction {
 };
 // t_c1: T_C of one worker alone on an idle machine at this minibatch and thread count.
 //   ρ = (G·threads + background) / cores,  κ = max(1, ρ)      CPU contention
-//   T_C = κ · T_C1   (BSP: the step ends when the last time-sliced worker is done)
-//   T_O = exchange_time·κ + sync_hops · wakeup_wait(ρ)         (ρ > 1: oversubscribed)
+//   T_C = compute_phase(samples, G, threads, m, waiting_threads(r))  (= κ·T_C1 for one sample)
+//   T_O = exchange_time·κ + sync_hops · hop_wait(sleeping, ρ)
 //   step = T_C + T_O
 StepPrediction predict_step(double t_c1, const RunShape& r, const Links& l, const MachineLoad& m);
+// The same with T_C1 given as per-process samples (seconds, ≥ 1; one per
+// profiled process: on shared machines a process's speed varies from one
+// process to the next while staying steady within it — see compute_phase).
+StepPrediction predict_step(const std::vector<double>& t_c1_samples, const RunShape& r, const Links& l,
+                            const MachineLoad& m);
+
+// The compute phase of a synchronous step (seconds): every worker i computes
+// for t_i (its process's T_C1) and the step waits for the last one (stragglers,
+// cf. Chen et al. 2016, "Revisiting distributed synchronous SGD"); when the
+// workers' threads outnumber the cores they share them, so the phase also
+// lasts at least the total work over the capacity left to the job:
+//   phase(t_1..t_G) = max( max_i t_i ,  η·Σ_i threads·t_i / capacity )
+//   η = m.time_share when ρ > 1, else 1
+//   capacity = cores·G·thr/(G·thr + bg)  when ρ > 1 (fair share with the
+//              background's bg runnable threads), else cores − bg,
+//              less waiting·φ: the cores taken by the `waiting` threads that
+//              poll in sleeping waits meanwhile (servers, communication threads)
+// With the t_i unknown per process, the prediction is the expectation of
+// phase over G independent draws from the samples: exact over all
+// n^G tuples when n^G ≤ 4096, else the mean of 4096 draws from a fixed
+// pseudo-random sequence (deterministic). A single sample t gives
+// max(t, η·G·thr·t/capacity) = η·κ·t when ρ > 1.
+double compute_phase(const std::vector<double>& t_c1_samples, int workers, int threads, const MachineLoad& m,
+                     double waiting = 0);
+// Threads that poll in sleeping waits during a step: every server and every
+// worker's communication thread (0 for one worker alone, or spinning waits).
+int waiting_threads(const RunShape& r);
 
 }  // namespace dtrain::engine::perf

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "comm/wait.hpp"
 #include "core/error.hpp"
 #include "engine/perfmodel.hpp"
 #include "engine/tune_profile.hpp"
@@ -105,7 +106,7 @@ void append_run_record(const TrainConfig& cfg, const TrainResult& r, const RunCl
       {"world_size", size}, {"cores", cores}, {"steps", r.steps}, {"images_per_s", r.images_per_s},
       {"wall_s", wall}, {"job_cpu_s", job}, {"machine_busy_s", busy},
       {"background_cores", busy > 0 && wall > 0 ? std::max(0.0, (busy - job) / wall) : 0.0},
-      {"load_1m_start", c.load0}};
+      {"load_1m_start", c.load0}, {"wait_policy", comm::wait_policy_name(comm::wait_policy())}};
   std::FILE* f = std::fopen(cfg.metrics.c_str(), "a");
   if (!f) DT_FAIL("cannot append the run record to '", cfg.metrics, "'");
   std::fprintf(f, "%s\n", rec.dump().c_str());
@@ -157,10 +158,20 @@ int cmd_report(const std::vector<std::string>& args) {
   given.intra = given.inter = {link_gbps * 1e9 / 8, latency_us * 1e-6};
   std::map<std::string, double> t_c1_cache;  // "model/minibatch/threads" → T_C1
 
-  std::printf("%-28s %-8s %-6s %2s %2s %2s %4s %3s | %8s %8s %6s %8s %5s | %8s %8s %8s %5s | %6s %5s\n", "run", "model",
-              "mode", "G", "Np", "K", "X", "thr", "T_C ms", "T_O ms", "R_O", "step ms", "S", "T_C ms", "T_O ms",
-              "step ms", "S", "err %", "bg");
-  int misses = 0;
+  // Runs of the same configuration (repeats) form one row: measured = the
+  // median over the runs, predicted = the mean of the runs' predictions (each
+  // with its own background load).
+  struct Group {
+    std::string name, model, mode;
+    perf::RunShape shape;
+    int x = 0, n = 0;
+    std::vector<double> step, t_c;
+    double bg = 0, cores = 1;
+    perf::StepPrediction pred;  // summed, then averaged
+    std::vector<double> samples;
+    perf::Links links;
+  };
+  std::vector<Group> groups;
   for (const auto& r : runs) {
     const auto& j = r.rec;
     perf::RunShape s;
@@ -169,13 +180,22 @@ int cmd_report(const std::vector<std::string>& args) {
     s.servers = j.at("servers").get<int>();
     s.ranks_per_node = j.at("ranks_per_node").get<int>();
     s.threads = std::max(1, j.at("threads").get<int>());
+    s.sleeping_waits = j.value("wait_policy", std::string("spin")) == "sleep";
     const std::string model = j.at("model").get<std::string>();
     const int x = j.at("minibatch").get<int>();
     perf::MachineLoad m{j.at("cores").get<double>(), j.value("background_cores", 0.0)};
+    m.poll_period = comm::kSleepMaxS;
     double t_c1 = 0;
+    std::vector<double> samples;
     perf::Links links = given;
     if (have_profile && prof.model == model && prof.threads == s.threads) {
       t_c1 = prof.t_c_at(x);
+      samples = prof.samples_at(x);
+      m.time_share = prof.time_share_at(x);
+      if (prof.poll_period > 0) {
+        m.poll_period = prof.poll_period;
+        m.poll_fraction = prof.poll_fraction;
+      }
       links = prof.links;
       s.param_bytes = prof.param_bytes;
     } else {
@@ -191,33 +211,71 @@ int cmd_report(const std::vector<std::string>& args) {
       measure_memory(model, 0, mem);
       s.param_bytes = mem.param_bytes;
       if (have_profile) links = prof.links;
+      samples = {t_c1};
     }
-    perf::StepPrediction p = perf::predict_step(t_c1, s, links, m);
-    // Speedup: against the 1-worker run of the same model and minibatch in the list.
-    double s_meas = 0, s_pred = 0;
-    for (const auto& b : runs)
-      if (b.rec.at("workers").get<int>() == 1 && b.rec.at("model") == j.at("model") && b.rec.at("minibatch") == x) {
-        s_meas = s.workers * b.step / r.step;
-        perf::RunShape one = s;
-        one.workers = 1;
-        one.servers = 0;
-        one.mode = 0;
-        one.ranks_per_node = 0;
-        perf::MachineLoad mb{b.rec.at("cores").get<double>(), b.rec.value("background_cores", 0.0)};
-        s_pred = s.workers * perf::predict_step(t_c1, one, links, mb).t_step / p.t_step;
-      }
-    double err = (p.t_step - r.step) / r.step;
-    if (std::fabs(err) > 0.15) ++misses;
-    std::string name = r.file.size() > 28 ? "…" + r.file.substr(r.file.size() - 26) : r.file;
-    std::printf("%-28s %-8s %-6s %2d %2d %2d %4d %3d | %8.2f %8.2f %6.3f %8.2f %5.2f | %8.2f %8.2f %8.2f %5.2f | %+6.1f %5.2f\n",
-                name.c_str(), model.c_str(), j.at("mode").get<std::string>().c_str(), s.workers, s.servers,
-                s.ranks_per_node, x, s.threads, 1e3 * r.t_c, 1e3 * r.t_o, r.t_c > 0 ? r.t_o / r.t_c : 0.0,
-                1e3 * r.step, s_meas, 1e3 * p.t_c, 1e3 * p.t_o, 1e3 * p.t_step, s_pred, 100 * err, m.background);
+    perf::StepPrediction p = perf::predict_step(samples, s, links, m);
+    const std::string mode = j.at("mode").get<std::string>();
+    Group* g = nullptr;
+    for (auto& q : groups)
+      if (q.model == model && q.mode == mode && q.x == x && q.shape.workers == s.workers &&
+          q.shape.servers == s.servers && q.shape.ranks_per_node == s.ranks_per_node &&
+          q.shape.threads == s.threads && q.shape.sleeping_waits == s.sleeping_waits)
+        g = &q;
+    if (!g) {
+      groups.push_back({});
+      g = &groups.back();
+      g->name = r.file;
+      g->model = model;
+      g->mode = mode;
+      g->shape = s;
+      g->x = x;
+      g->cores = m.cores;
+      g->samples = samples;
+      g->links = links;
+    }
+    ++g->n;
+    g->step.push_back(r.step);
+    g->t_c.push_back(r.t_c);
+    g->bg += m.background;
+    g->pred.t_c += p.t_c;
+    g->pred.t_o += p.t_o;
+    g->pred.t_step += p.t_step;
   }
-  std::printf("measured: medians over log intervals (first dropped); T_O = step − T_C; S = G·step(1 worker)/step(G).\n"
-              "predicted: perfmodel predict_step (%s); bg = cores used by other jobs during the run.\n"
-              "%d of %zu run(s) outside ±15%%.\n",
-              have_profile ? ("profile " + profile_path).c_str() : "T_C1 measured in-process", misses, runs.size());
+  for (auto& g : groups) {
+    g.bg /= g.n;
+    g.pred.t_c /= g.n;
+    g.pred.t_o /= g.n;
+    g.pred.t_step /= g.n;
+  }
+
+  std::printf("%-28s %2s %-8s %-9s %2s %2s %2s %4s %3s %-5s | %8s %8s %6s %8s %5s | %8s %8s %8s %5s | %6s %5s\n", "run",
+              "n", "model", "mode", "G", "Np", "K", "X", "thr", "wait", "T_C ms", "T_O ms", "R_O", "step ms", "S",
+              "T_C ms", "T_O ms", "step ms", "S", "err %", "bg");
+  int misses = 0;
+  for (const auto& g : groups) {
+    const double step = median(g.step), t_c = median(g.t_c), t_o = std::max(0.0, step - t_c);
+    // Speedup: against the 1-worker group of the same model and minibatch in the list.
+    double s_meas = 0, s_pred = 0;
+    for (const auto& b : groups)
+      if (b.shape.workers == 1 && b.model == g.model && b.x == g.x) {
+        s_meas = g.shape.workers * median(b.step) / step;
+        s_pred = g.shape.workers * b.pred.t_step / g.pred.t_step;
+      }
+    const double err = (g.pred.t_step - step) / step;
+    if (std::fabs(err) > 0.15) ++misses;
+    std::string name = g.name.size() > 28 ? "…" + g.name.substr(g.name.size() - 26) : g.name;
+    std::printf("%-28s %2d %-8s %-9s %2d %2d %2d %4d %3d %-5s | %8.2f %8.2f %6.3f %8.2f %5.2f | %8.2f %8.2f %8.2f %5.2f | %+6.1f %5.2f\n",
+                name.c_str(), g.n, g.model.c_str(), g.mode.c_str(), g.shape.workers, g.shape.servers,
+                g.shape.ranks_per_node, g.x, g.shape.threads, g.shape.sleeping_waits ? "sleep" : "spin", 1e3 * t_c,
+                1e3 * t_o, t_c > 0 ? t_o / t_c : 0.0, 1e3 * step, s_meas, 1e3 * g.pred.t_c, 1e3 * g.pred.t_o,
+                1e3 * g.pred.t_step, s_pred, 100 * err, g.bg);
+  }
+  std::printf("measured: medians over log intervals (first dropped), then over the n runs of a configuration;\n"
+              "  T_O = step − T_C; S = G·step(1 worker)/step(G).\n"
+              "predicted: perfmodel predict_step (%s), mean over the n runs;\n"
+              "  bg = cores used by other jobs during the runs (mean).\n"
+              "%d of %zu configuration(s) outside ±15%%.\n",
+              have_profile ? ("profile " + profile_path).c_str() : "T_C1 measured in-process", misses, groups.size());
   return kExitOk;
 }
 

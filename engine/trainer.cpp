@@ -27,6 +27,7 @@
 #include "comm/device_binding.hpp"
 #include "comm/exchange.hpp"
 #include "comm/topology.hpp"
+#include "comm/wait.hpp"
 #include "engine/metrics.hpp"
 #include "io/batch.hpp"
 #include "io/float_arrays.hpp"
@@ -248,6 +249,8 @@ TrainResult train(const TrainConfig& cfg, MPI_Comm world_comm) {
   const int worker = topo.worker_index();
   const int threads = choose_threads(cfg, topo.ranks_on_host());
   layers::set_cpu_threads(threads);
+  comm::set_wait_policy(comm::choose_wait_policy(cfg.wait_policy, topo.ranks_on_host(), threads,
+                                                 static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))));
 
   // Servers run the optimizer on host memory: the CPU backend, whatever the device.
   int cuda_device = -1;

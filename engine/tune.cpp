@@ -100,6 +100,8 @@ std::string job_file_text(const TrainConfig& c) {
   kv("ranks-per-node", c.ranks_per_node);
   kv("bucket-mb", fmt("%.9g", c.bucket_mb));
   kv("max-chunk-elems", c.max_chunk_elems);
+  kv("wait-policy", c.wait_policy);
+  kv("comm-timeout", fmt("%.9g", c.comm_timeout));
   str("metrics", c.metrics);
   kv("log-interval", c.log_interval);
   str("save-params", c.save_params);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <random>
@@ -48,16 +49,37 @@ double Profile::t_c_at(int x) const {
   return p.back().t_c;
 }
 
+double Profile::time_share_at(int x) const {
+  DT_CHECK(!points.empty(), "profile of ", model, " has no T_C points");
+  const ComputePoint* near = &points.front();
+  for (const auto& q : points)
+    if (std::abs(q.minibatch - x) < std::abs(near->minibatch - x)) near = &q;
+  return near->time_share;
+}
+
+std::vector<double> Profile::samples_at(int x) const {
+  DT_CHECK(!points.empty(), "profile of ", model, " has no T_C points");
+  const ComputePoint* near = &points.front();
+  for (const auto& q : points)
+    if (std::abs(q.minibatch - x) < std::abs(near->minibatch - x)) near = &q;
+  const double scale = t_c_at(x) / near->t_c;
+  std::vector<double> s = near->samples.empty() ? std::vector<double>{near->t_c} : near->samples;
+  for (double& v : s) v *= scale;
+  return s;
+}
+
 nlohmann::json Profile::to_json() const {
   nlohmann::json pts = nlohmann::json::array();
   for (const auto& q : points)
-    pts.push_back({{"minibatch", q.minibatch}, {"t_c_s", q.t_c}, {"images_per_s", q.images_per_s},
-                   {"memory_bytes", q.memory_bytes}, {"background", q.background}});
+    pts.push_back({{"minibatch", q.minibatch}, {"t_c_s", q.t_c}, {"t_c_process_s", q.process_t_c},
+                   {"t_c_samples_s", q.samples}, {"time_share", q.time_share},
+                   {"images_per_s", q.images_per_s}, {"memory_bytes", q.memory_bytes}, {"background", q.background}});
   auto link = [](const perf::Link& l) { return nlohmann::json{{"bandwidth_Bps", l.bandwidth}, {"latency_s", l.latency}}; };
   return {{"kind", "profile"}, {"model", model}, {"threads", threads}, {"cores", cores},
           {"param_bytes", param_bytes}, {"fixed_bytes", fixed_bytes}, {"per_sample_bytes", per_sample_bytes},
           {"load_before", load_before}, {"points", pts}, {"intra", link(links.intra)},
-          {"inter", link(links.inter)}, {"links_source", links_source}};
+          {"inter", link(links.inter)}, {"links_source", links_source}, {"poll_period_s", poll_period},
+          {"poll_cpu_fraction", poll_fraction}};
 }
 
 Profile Profile::from_json(const nlohmann::json& j) {
@@ -70,23 +92,40 @@ Profile Profile::from_json(const nlohmann::json& j) {
     p.fixed_bytes = j.at("fixed_bytes").get<double>();
     p.per_sample_bytes = j.at("per_sample_bytes").get<double>();
     p.load_before = j.value("load_before", 0.0);
-    for (const auto& q : j.at("points"))
-      p.points.push_back({q.at("minibatch").get<int>(), q.at("t_c_s").get<double>(),
-                          q.at("images_per_s").get<double>(), q.at("memory_bytes").get<double>(),
-                          q.value("background", 0.0)});
+    for (const auto& q : j.at("points")) {
+      ComputePoint c;
+      c.minibatch = q.at("minibatch").get<int>();
+      c.t_c = q.at("t_c_s").get<double>();
+      c.samples = q.value("t_c_samples_s", std::vector<double>{});
+      c.process_t_c = q.value("t_c_process_s", std::vector<double>{});
+      c.images_per_s = q.at("images_per_s").get<double>();
+      c.memory_bytes = q.at("memory_bytes").get<double>();
+      c.background = q.value("background", 0.0);
+      c.time_share = q.value("time_share", 1.0);
+      if (!(c.time_share > 0)) DT_USAGE("profile: time_share ", c.time_share, " at minibatch ", c.minibatch);
+      if (c.minibatch < 1 || !(c.t_c > 0)) DT_USAGE("profile: point with minibatch ", c.minibatch, ", T_C ", c.t_c);
+      for (double v : c.samples)
+        if (!(v > 0)) DT_USAGE("profile: T_C sample ", v, " at minibatch ", c.minibatch);
+      p.points.push_back(c);
+    }
     auto link = [](const nlohmann::json& l) {
       return perf::Link{l.at("bandwidth_Bps").get<double>(), l.at("latency_s").get<double>()};
     };
     p.links.intra = link(j.at("intra"));
     p.links.inter = link(j.at("inter"));
     p.links_source = j.value("links_source", "");
+    p.poll_period = j.value("poll_period_s", 0.0);
+    p.poll_fraction = j.value("poll_cpu_fraction", 0.0);
+    if (p.poll_period < 0 || p.poll_fraction < 0 || p.poll_fraction > 1)
+      DT_USAGE("profile: poll_period_s ", p.poll_period, " / poll_cpu_fraction ", p.poll_fraction, " out of range");
   } catch (const nlohmann::json::exception& e) {
     DT_USAGE("profile: missing or bad field (", e.what(), ")");
   }
   return p;
 }
 
-double measure_step_time(const TrainConfig& cfg, int x, int steps, int threads) {
+double measure_step_time(const TrainConfig& cfg, int x, int steps, int threads, std::vector<double>* per_step,
+                         double* cpu_per_step) {
   DT_CHECK(x >= 1 && steps >= 1, "measure_step_time: minibatch ", x, ", steps ", steps);
   layers::set_cpu_threads(threads);
   auto backend = layers::make_backend(cfg.device == "cuda" ? "cuda" : (cfg.reference_kernels ? "reference" : "cpu"));
@@ -119,7 +158,9 @@ double measure_step_time(const TrainConfig& cfg, int x, int steps, int threads) 
   layers::Sgd sgd(*backend, so, net.param_ranges(), net.num_params());
   layers::Tensor probs(layers::Shape::flat(x, k)), dlogits(layers::Shape::flat(x, k));
   std::vector<double> t;
+  double cpu0 = 0;
   for (int s = 0; s <= steps; ++s) {
+    if (s == 1) cpu0 = self_cpu_seconds();
     auto t0 = std::chrono::steady_clock::now();
     net.set_step_seed(static_cast<uint64_t>(s));
     const layers::Tensor& logits = net.forward(xt, true);
@@ -131,6 +172,8 @@ double measure_step_time(const TrainConfig& cfg, int x, int steps, int threads) 
     double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (s > 0) t.push_back(dt);  // the first step allocates and warms the caches
   }
+  if (per_step) per_step->insert(per_step->end(), t.begin(), t.end());
+  if (cpu_per_step) *cpu_per_step = (self_cpu_seconds() - cpu0) / steps;
   return median(t);
 }
 
@@ -183,14 +226,17 @@ perf::Link measure_link(MPI_Comm world, int a, int b, size_t bytes) {
 }
 
 // Busy CPU seconds of the whole machine since boot (/proc/stat "cpu" line:
-// user nice system idle iowait irq softirq steal; busy = all − idle − iowait).
+// user nice system idle iowait irq softirq steal; busy = all − idle − iowait −
+// nice: processes at a lowered priority (nice > 0) take only what normal-priority
+// threads leave — weight 15 against 1024 at nice 19 — so they are not counted
+// as competing background).
 double machine_busy_seconds() {
   std::ifstream f("/proc/stat");
   std::string cpu;
   double v[8] = {0};
   if (!(f >> cpu) || cpu != "cpu") return 0;
   for (double& x : v) f >> x;
-  double busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+  double busy = v[0] + v[2] + v[5] + v[6] + v[7];
   return busy / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 

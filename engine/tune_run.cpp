@@ -8,6 +8,7 @@
 #include <fstream>
 #include <thread>
 
+#include "comm/wait.hpp"
 #include "core/error.hpp"
 #include "engine/tune.hpp"
 #include "engine/tune_profile.hpp"
@@ -16,6 +17,19 @@
 namespace dtrain::engine {
 
 namespace {
+constexpr int kMaxProfileRanks = 8;  // T_C samples: one per rank, up to this many
+
+// A barrier whose waiting ranks sleep instead of spinning on a core (they
+// would otherwise slow the rank that is measuring).
+void sleeping_barrier(MPI_Comm world) {
+  MPI_Request req;
+  DT_CHECK_MPI(MPI_Ibarrier(world, &req));
+  for (int done = 0; !done;) {
+    DT_CHECK_MPI(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
+    if (!done) usleep(1000);
+  }
+}
+
 // World rank of the first rank outside rank 0's (virtual) node, or −1.
 int other_node_rank(MPI_Comm world, int ranks_per_node) {
   int rank = 0, size = 1;
@@ -103,13 +117,66 @@ int run_tune(const TuneOptions& t, TrainConfig cfg, MPI_Comm world) {
     prof.links_source = "ping-pong, " + std::to_string(size) + " ranks" +
                         (other > 0 ? ", nodes 0 and " + std::to_string(other) : ", one node");
   }
-  if (rank != 0) {  // only rank 0 profiles compute; the others wait without spinning on a core
-    MPI_Request req;
-    DT_CHECK_MPI(MPI_Ibarrier(world, &req));
-    for (int done = 0; !done;) {
-      DT_CHECK_MPI(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
-      if (!done) usleep(2000);
+  // The cost of a sleeping wait (comm/wait.hpp), on rank 0 while the others sleep.
+  if (rank == 0) prof.poll_fraction = comm::measure_poll_cost(400, &prof.poll_period);
+  sleeping_barrier(world);
+  // T_C: every rank (at most kMaxProfileRanks) measures in turn while the others sleep.
+  const int profilers = std::min(size, kMaxProfileRanks);
+  const size_t n_steps = static_cast<size_t>(t.profile_steps);
+  std::vector<std::vector<double>> process_t_c(t.candidates.size()), steps(t.candidates.size()),
+      backgrounds(t.candidates.size());
+  std::vector<double> time_share(t.candidates.size(), 1.0);
+  if (t.t_c_ms <= 0)
+    for (size_t i = 0; i < t.candidates.size(); ++i) {
+      const int x = t.candidates[i];
+      std::vector<double> mine(2 + n_steps, 0.0);  // T_C, background, every step's time
+      for (int r = 0; r < profilers; ++r) {
+        if (rank == r) {  // measured, then corrected for the other jobs that shared the cores meanwhile
+          const double w0 = MPI_Wtime(), b0 = machine_busy_seconds(), c0 = self_cpu_seconds();
+          std::vector<double> each;
+          const double raw = measure_step_time(cfg, x, t.profile_steps, prof.threads, &each);
+          const double wall = MPI_Wtime() - w0, busy = machine_busy_seconds() - b0, own = self_cpu_seconds() - c0;
+          mine[1] = b0 > 0 && wall > 0.2 ? std::max(0.0, (busy - own) / wall) : 0.0;
+          const double kappa = perf::cpu_contention(prof.threads + mine[1], cores);
+          mine[0] = raw / kappa;
+          for (size_t k = 0; k < n_steps && k < each.size(); ++k) mine[2 + k] = each[k] / kappa;
+        }
+        sleeping_barrier(world);
+      }
+      std::vector<double> all(mine.size() * static_cast<size_t>(size));
+      DT_CHECK_MPI(MPI_Gather(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, all.data(),
+                              static_cast<int>(mine.size()), MPI_DOUBLE, 0, world));
+      std::vector<double> pooled;
+      for (int r = 0; r < profilers; ++r) {
+        const double* m = all.data() + mine.size() * static_cast<size_t>(r);
+        process_t_c[i].push_back(m[0]);
+        backgrounds[i].push_back(m[1]);
+        pooled.insert(pooled.end(), m + 2, m + 2 + n_steps);
+      }
+      // Time sharing: every profiling rank at once, when their threads exceed the cores.
+      if (profilers * prof.threads > cores) {
+        double cpu_step = 0;
+        if (rank < profilers) {
+          measure_step_time(cfg, x, t.profile_steps, prof.threads, nullptr, &cpu_step);
+        }
+        std::vector<double> cpu(static_cast<size_t>(size));
+        DT_CHECK_MPI(MPI_Gather(&cpu_step, 1, MPI_DOUBLE, cpu.data(), 1, MPI_DOUBLE, 0, world));
+        if (rank == 0) {
+          double num = 0, den = 0;
+          for (int r = 0; r < profilers; ++r) {
+            num += cpu[static_cast<size_t>(r)];
+            den += prof.threads * process_t_c[i][static_cast<size_t>(r)];
+          }
+          time_share[i] = std::max(1.0, num / den);
+        }
+        sleeping_barrier(world);
+      }
+      // At most kMaxSamples, evenly spaced over the processes and steps.
+      const size_t keep = std::min(pooled.size(), kMaxSamples);
+      for (size_t k = 0; k < keep; ++k) steps[i].push_back(pooled[k * pooled.size() / keep]);
     }
+  if (rank != 0) {
+    sleeping_barrier(world);
     return kExitOk;
   }
   const double ram = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
@@ -120,26 +187,45 @@ int run_tune(const TuneOptions& t, TrainConfig cfg, MPI_Comm world) {
   std::printf("links (%s): intra %.3f GB/s %.1f µs, inter %.3f GB/s %.1f µs\n", prof.links_source.c_str(),
               prof.links.intra.bandwidth / 1e9, prof.links.intra.latency * 1e6, prof.links.inter.bandwidth / 1e9,
               prof.links.inter.latency * 1e6);
+  std::printf("sleeping wait: a poll every %.0f µs, %.1f%% of a core per waiting thread\n", 1e6 * prof.poll_period,
+              100 * prof.poll_fraction);
   std::printf("%10s %10s %10s %12s %6s\n", "X_mini", "T_C ms", "images/s", "memory MB", "bg");
   std::vector<perf::MinibatchCandidate> cands;
-  for (int x : t.candidates) {
+  for (size_t i = 0; i < t.candidates.size(); ++i) {
+    const int x = t.candidates[i];
     ComputePoint q;
     q.minibatch = x;
     q.memory_bytes = prof.fixed_bytes + prof.per_sample_bytes * x;
     if (t.t_c_ms > 0) {  // what-if: T_C given at the job's minibatch, proportional to X
       q.t_c = t.t_c_ms * 1e-3 * x / cfg.minibatch;
-    } else {  // measured, then corrected for the other jobs that shared the cores meanwhile
-      const double w0 = MPI_Wtime(), b0 = machine_busy_seconds(), c0 = self_cpu_seconds();
-      const double raw = measure_step_time(cfg, x, t.profile_steps, prof.threads);
-      const double wall = MPI_Wtime() - w0, busy = machine_busy_seconds() - b0, mine = self_cpu_seconds() - c0;
-      q.background = b0 > 0 && wall > 0.2 ? std::max(0.0, (busy - mine) / wall) : 0.0;
-      q.t_c = raw / perf::cpu_contention(prof.threads + q.background, cores);
+    } else {
+      q.samples = steps[i];
+      q.process_t_c = process_t_c[i];
+      q.time_share = time_share[i];
+      std::vector<double> s = process_t_c[i];
+      std::sort(s.begin(), s.end());
+      q.t_c = s.size() % 2 ? s[s.size() / 2] : 0.5 * (s[s.size() / 2 - 1] + s[s.size() / 2]);
+      for (double b : backgrounds[i]) q.background += b / static_cast<double>(backgrounds[i].size());
     }
     q.images_per_s = x / q.t_c;
     prof.points.push_back(q);
     cands.push_back({x, q.memory_bytes, q.images_per_s});
-    std::printf("%10d %10.2f %10.0f %12.1f %6.2f%s\n", x, 1e3 * q.t_c, q.images_per_s, q.memory_bytes / 1e6, q.background,
-                q.memory_bytes > budget ? "  (does not fit)" : "");
+    std::string spread;
+    if (q.time_share != 1.0) {
+      char b[64];
+      std::snprintf(b, sizeof b, "  time-shared η %.3f", q.time_share);
+      spread = b;
+    }
+    if (q.process_t_c.size() > 1) {
+      spread += "  per process:";
+      for (double v : q.process_t_c) {
+        char b[32];
+        std::snprintf(b, sizeof b, " %.2f", 1e3 * v);
+        spread += b;
+      }
+    }
+    std::printf("%10d %10.2f %10.0f %12.1f %6.2f%s%s\n", x, 1e3 * q.t_c, q.images_per_s, q.memory_bytes / 1e6,
+                q.background, q.memory_bytes > budget ? "  (does not fit)" : "", spread.c_str());
   }
   int pick = perf::choose_minibatch(cands, budget, t.knee);
   if (pick < 0) DT_USAGE("dtrain tune: no candidate minibatch fits ", budget / 1e9, " GB (option 'device-memory-gb')");
@@ -197,9 +283,7 @@ int run_tune(const TuneOptions& t, TrainConfig cfg, MPI_Comm world) {
   std::printf("wrote %s (mode %s, ps %d, minibatch %d, lr %.4g, warm-up %.2f epochs) and %s.profile.json\n",
               t.out.c_str(), tuned.mode.c_str(), tuned.ps, tuned.minibatch, tuned.lr, tuned.warmup_epochs,
               t.out.c_str());
-  MPI_Request req;
-  DT_CHECK_MPI(MPI_Ibarrier(world, &req));
-  DT_CHECK_MPI(MPI_Wait(&req, MPI_STATUS_IGNORE));
+  sleeping_barrier(world);
   return kExitOk;
 }
 

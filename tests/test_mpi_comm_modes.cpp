@@ -17,6 +17,8 @@
 
 #include "comm/exchange.hpp"
 #include "comm/topology.hpp"
+#include "comm/wait.hpp"
+#include "core/error.hpp"
 #include "mpi_util.hpp"
 
 using namespace dtrain::comm;
@@ -193,4 +195,36 @@ TEST_CASE("exchange: a 2,500-float exchange chunked at 1000 is bitwise the unchu
     }
     REQUIRE(all_ranks(ok));
   }
+}
+
+TEST_CASE("exchange: sleeping waits give bitwise the spinning result", "[mpi][comm]") {
+  for (const Layout& l : layouts(world_size())) {
+    INFO("mode " << mode_name(l.mode) << ", ps " << l.ps << ", ranks-per-node " << l.rpn);
+    Run spin, sleep;
+    sleep.seed = spin.seed;
+    int workers = 0;
+    dtrain::comm::set_wait_policy(dtrain::comm::WaitPolicy::spin);
+    const std::vector<float> a = train(l, spin, &workers);
+    dtrain::comm::set_wait_policy(dtrain::comm::WaitPolicy::sleep);
+    const std::vector<float> b = train(l, sleep, &workers);
+    dtrain::comm::set_wait_policy(dtrain::comm::WaitPolicy::spin);
+    REQUIRE(all_ranks(a == b));
+  }
+}
+
+TEST_CASE("wait policy: auto sleeps only when ranks × threads exceed the cores; a poll costs little", "[mpi][comm]") {
+  using dtrain::comm::WaitPolicy;
+  using dtrain::comm::choose_wait_policy;
+  CHECK(choose_wait_policy("auto", 2, 1, 2) == WaitPolicy::spin);
+  CHECK(choose_wait_policy("auto", 3, 1, 2) == WaitPolicy::sleep);
+  CHECK(choose_wait_policy("auto", 4, 8, 32) == WaitPolicy::spin);
+  CHECK(choose_wait_policy("auto", 4, 9, 32) == WaitPolicy::sleep);
+  CHECK(choose_wait_policy("spin", 64, 8, 2) == WaitPolicy::spin);
+  CHECK(choose_wait_policy("sleep", 1, 1, 64) == WaitPolicy::sleep);
+  REQUIRE_THROWS_AS(choose_wait_policy("busy", 1, 1, 1), dtrain::UsageError);
+  double period = 0;
+  const double f = dtrain::comm::measure_poll_cost(20, &period);
+  CHECK(period >= dtrain::comm::kSleepMaxS);
+  CHECK(f >= 0.0);
+  CHECK(f < 0.5);  // a sleeping wait must not behave like a spinning one
 }

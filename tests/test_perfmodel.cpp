@@ -117,3 +117,65 @@ TEST_CASE("step-time model of a run on a shared machine", "[perfmodel]") {
   CHECK(cpu_contention(1, 2) == 1.0);
   REQUIRE_THROWS_AS(predict_step(0, one, l, m), dtrain::Error);
 }
+
+TEST_CASE("compute phase: stragglers, time sharing, polling threads", "[perfmodel]") {
+  MachineLoad idle{2, 0, 0.012, 0.0015};
+  // One sample: the worker's own time when its threads fit the cores.
+  CHECK(compute_phase({0.010}, 1, 1, idle) == Approx(0.010));
+  CHECK(compute_phase({0.010}, 2, 1, idle) == Approx(0.010));
+  // 4 workers × 1 thread on 2 cores: ρ = 2 → the work over the cores, 2·10 ms.
+  CHECK(compute_phase({0.010}, 4, 1, idle) == Approx(0.020));
+  // Background 1 core: ρ = 2.5, capacity = 2·4/5 = 1.6 cores → 40 ms / 1.6 = 25 ms (= κ·t).
+  MachineLoad busy = idle;
+  busy.background = 1;
+  CHECK(compute_phase({0.010}, 4, 1, busy) == Approx(0.025));
+  // Stragglers: samples {1, 3} ms, 2 workers, 2 cores: tuples (1,1) (1,3) (3,1) (3,3):
+  // max 1, 3, 3, 3 (the work bound Σ/2 never exceeds the max) → mean 2.5 ms.
+  CHECK(compute_phase({0.001, 0.003}, 2, 1, idle) == Approx(0.0025));
+  // The same on 1 core: phase = max(max, Σ) = Σ: 2, 4, 4, 6 → 4 ms.
+  MachineLoad one_core{1, 0, 0.012, 0.0015};
+  CHECK(compute_phase({0.001, 0.003}, 2, 1, one_core) == Approx(0.004));
+  // Time-share inflation η = 1.1 applies only when oversubscribed.
+  MachineLoad eta = idle;
+  eta.time_share = 1.1;
+  CHECK(compute_phase({0.010}, 4, 1, eta) == Approx(0.022));
+  CHECK(compute_phase({0.010}, 2, 1, eta) == Approx(0.010));
+  // Polling threads: 6 waiting × φ 0.05 = 0.3 cores off 2 → 40 ms / 1.7.
+  MachineLoad poll = idle;
+  poll.poll_fraction = 0.05;
+  CHECK(compute_phase({0.010}, 4, 1, poll, 6) == Approx(0.040 / 1.7));
+  // Many samples and workers: 4096 fixed pseudo-random draws, deterministic, between min and max.
+  std::vector<double> many;
+  for (int i = 1; i <= 50; ++i) many.push_back(1e-3 * i);
+  const double a = compute_phase(many, 8, 1, {64, 0, 0.012, 0.0015});
+  CHECK(a == compute_phase(many, 8, 1, {64, 0, 0.012, 0.0015}));
+  CHECK(a > 0.025);  // E[max of 8 uniform draws from 1..50 ms] ≈ 45 ms
+  CHECK(a < 0.050);
+  REQUIRE_THROWS_AS(compute_phase({}, 1, 1, idle), dtrain::Error);
+  REQUIRE_THROWS_AS(compute_phase({-1.0}, 1, 1, idle), dtrain::Error);
+}
+
+TEST_CASE("sleeping waits: threads that poll and the hop latency", "[perfmodel]") {
+  RunShape r;
+  r.mode = 1;
+  r.workers = 4;
+  r.servers = 2;
+  CHECK(waiting_threads(r) == 0);  // spinning waits are counted by wakeup_wait instead
+  r.sleeping_waits = true;
+  CHECK(waiting_threads(r) == 6);
+  RunShape one;
+  one.sleeping_waits = true;
+  CHECK(waiting_threads(one) == 0);  // a lone worker exchanges nothing
+  MachineLoad m{2, 0, 0.012, 0.0015};
+  m.poll_period = 300e-6;
+  CHECK(hop_wait(true, 3.0, m) == Approx(150e-6));
+  CHECK(hop_wait(false, 2.5, m) == Approx(wakeup_wait(2.5, m)));
+  // ps, 4 workers, 2 servers, sleeping: T_O = exchange + 2 hops · 150 µs.
+  Links l;
+  l.intra = l.inter = {1e9, 1e-5};
+  r.param_bytes = 1e6;
+  m.poll_fraction = 0.0;
+  StepPrediction p = predict_step(0.010, r, l, m);
+  CHECK(p.t_c == Approx(0.020));
+  CHECK(p.t_o == Approx(exchange_time(r, l) * 2 + 2 * 150e-6));
+}

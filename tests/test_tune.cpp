@@ -6,6 +6,8 @@
 
 #include "engine/config.hpp"
 #include "engine/tune.hpp"
+#include "engine/tune_profile.hpp"
+#include "core/error.hpp"
 
 using namespace dtrain::engine;
 
@@ -69,4 +71,44 @@ TEST_CASE("tuned job file reads back to the same configuration", "[tune]") {
   CHECK(r.std[0] == Approx(0.353f));
   CHECK_FALSE(r.decay_bias_bn);
   std::remove(path.c_str());
+}
+
+TEST_CASE("profile: per-process and per-step samples survive JSON; bad ones are usage errors", "[tune]") {
+  Profile p;
+  p.model = "lenet5";
+  p.threads = 1;
+  p.cores = 2;
+  p.param_bytes = 246824;
+  p.poll_period = 350e-6;
+  p.poll_fraction = 0.03;
+  ComputePoint a;
+  a.minibatch = 32;
+  a.t_c = 0.004;
+  a.process_t_c = {0.004, 0.005};
+  a.samples = {0.0035, 0.004, 0.0045, 0.006};
+  a.time_share = 1.1;
+  ComputePoint b = a;
+  b.minibatch = 64;
+  b.t_c = 0.008;
+  b.samples = {0.007, 0.009};
+  p.points = {a, b};
+  Profile q = Profile::from_json(nlohmann::json::parse(p.to_json().dump()));
+  REQUIRE(q.points.size() == 2);
+  CHECK(q.points[0].samples == a.samples);
+  CHECK(q.points[0].process_t_c == a.process_t_c);
+  CHECK(q.points[1].time_share == Approx(1.1));
+  CHECK(q.poll_period == Approx(350e-6));
+  CHECK(q.poll_fraction == Approx(0.03));
+  // Between the points: T_C interpolated (48 → 6 ms), the nearer point's samples scaled to it.
+  CHECK(q.t_c_at(48) == Approx(0.006));
+  const std::vector<double> s = q.samples_at(56);  // nearer 64: scaled by 7 ms / 8 ms
+  REQUIRE(s.size() == 2);
+  CHECK(s[0] == Approx(0.007 * 0.007 / 0.008));
+  CHECK(q.time_share_at(40) == Approx(1.1));
+  nlohmann::json bad = p.to_json();
+  bad["points"][0]["t_c_samples_s"][1] = -1.0;
+  REQUIRE_THROWS_AS(Profile::from_json(bad), dtrain::UsageError);
+  bad = p.to_json();
+  bad["poll_cpu_fraction"] = 2.0;
+  REQUIRE_THROWS_AS(Profile::from_json(bad), dtrain::UsageError);
 }

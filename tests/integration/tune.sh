@@ -27,10 +27,20 @@ grep -q "^mode = \(ps\|hybrid\)$" "$W/tuned4.ini" || fail "2×2 cluster tuned to
 mpirun -np "$np" --oversubscribe --bind-to none "$DTRAIN" train --job "$W/tuned4.ini" --max-steps 5 \
   --log-interval 2 --metrics "$W/four.jsonl"
 
-out=$("$DTRAIN" report --profile "$W/tuned.ini.profile.json" --metrics "$W/one.jsonl" "$W/four.jsonl")
+# Both tune ranks profiled T_C in turn: two per-process figures, 2 × 2 per-step samples.
+python3 - "$W/tuned.ini.profile.json" <<'PY' || fail "profile lacks per-process T_C samples"
+import json, sys
+p = json.load(open(sys.argv[1]))
+pt = p["points"][0]
+assert len(pt["t_c_process_s"]) == 2 and len(pt["t_c_samples_s"]) == 4, pt
+assert 0 <= p["poll_cpu_fraction"] < 0.5 and p["poll_period_s"] > 0, p
+PY
+"$DTRAIN" train --job "$W/tuned.ini" --max-steps 5 --log-interval 2 --metrics "$W/one2.jsonl"
+out=$("$DTRAIN" report --profile "$W/tuned.ini.profile.json" --metrics "$W/one.jsonl" "$W/one2.jsonl" "$W/four.jsonl")
 echo "$out"
 grep -q "lenet5" <<<"$out" || fail "report lacks the runs"
-grep -q "run(s) outside" <<<"$out" || fail "report lacks the verdict line"
+grep -qE "one\.jsonl +2 lenet5" <<<"$out" || fail "the two runs of one configuration are not one row of n = 2"
+grep -q "configuration(s) outside" <<<"$out" || fail "report lacks the verdict line"
 grep '"kind":"step"' "$W/one.jsonl" > "$W/norun.jsonl"
 expect_exit 2 'no {"kind":"run"} record' -- "$DTRAIN" report --metrics "$W/norun.jsonl"
 echo "tune: ok"
