@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench/validate_model.sh — the performance model's validation runs on one machine
 # (docs/performance-model.md, "Validation"): `dtrain tune` profiles the job (T_C in
-# each of 4 ranks in turn, links by ping-pong), then six layouts run REPEATS times,
+# each of 8 ranks in turn — 8 processes, since a process's speed can differ from the
+# next one's on a shared VM; links by ping-pong), then six layouts run REPEATS times,
 # interleaved (1 worker; 2 workers allreduce; 2 workers ps with 1 server; 4 workers
 # ps with 2 servers; 4 workers hybrid with 1 and 2 servers, 2 workers per virtual
 # node), and `dtrain report` prints measured (median over the repeats) against
@@ -26,7 +27,7 @@ mpi() { local np=$1 name=$2; shift 2
   mpirun -np "$np" --oversubscribe --bind-to none "$B" train "${common[@]}" --metrics "$O/$name.r$rep.jsonl" "$@" \
     > "$O/$name.r$rep.log" 2>&1
   echo "$name run $rep done, load $(cut -d' ' -f1 /proc/loadavg)"; }
-mpirun -np 4 --oversubscribe --bind-to none "$B" tune "${common[@]}" --nodes 2 --gpus-per-node 2 --candidates "$X" \
+mpirun -np 8 --oversubscribe --bind-to none "$B" tune "${common[@]}" --nodes 2 --gpus-per-node 2 --candidates "$X" \
   --profile-steps "$(( S / 3 > 20 ? S / 3 : 20 ))" --out "$O/tuned.ini" > "$O/tune.log" 2>&1
 grep -A1 X_mini "$O/tune.log"
 for rep in $(seq 1 "$R"); do
