@@ -153,11 +153,15 @@ std::string train_help() {
   return os.str();
 }
 
+int option_style() {
+  return po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
+}
+
 bool parse_train_args(const std::vector<std::string>& args, TrainConfig& cfg) {
   Options o(cfg);
   po::variables_map vm;
   try {
-    po::store(po::command_line_parser(args).options(o.desc).run(), vm);
+    po::store(po::command_line_parser(args).options(o.desc).style(option_style()).run(), vm);
   } catch (const po::error& e) {
     rethrow_usage(e, "command line: ");
   }

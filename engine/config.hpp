@@ -67,6 +67,11 @@ struct TrainConfig {
 
 // argv: the arguments after "train". Throws UsageError (exit 2) on a bad job.
 // Returns false when --help was printed.
+// Boost.Program_options command-line style of every dtrain command: the
+// default without prefix guessing, so `--device` never silently means
+// `--device-memory-gb` (an abbreviation is an unknown option, exit 2).
+int option_style();
+
 bool parse_train_args(const std::vector<std::string>& args, TrainConfig& cfg);
 std::string train_help();
 

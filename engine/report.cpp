@@ -131,7 +131,7 @@ int cmd_report(const std::vector<std::string>& args) {
   pos.add("metrics", -1);
   po::variables_map vm;
   try {
-    po::store(po::command_line_parser(args).options(desc).positional(pos).run(), vm);
+    po::store(po::command_line_parser(args).options(desc).style(option_style()).positional(pos).run(), vm);
     po::notify(vm);
   } catch (const po::error& e) {
     DT_USAGE("dtrain report: ", e.what());

@@ -28,6 +28,7 @@
 #include "comm/exchange.hpp"
 #include "comm/topology.hpp"
 #include "comm/wait.hpp"
+#include "engine/compute.hpp"
 #include "engine/metrics.hpp"
 #include "io/batch.hpp"
 #include "io/float_arrays.hpp"
@@ -116,9 +117,7 @@ void check_outputs(const TrainConfig& cfg) {
 std::unique_ptr<layers::Backend> make_worker_backend(const TrainConfig& cfg, const comm::Topology& topo,
                                                      int* cuda_device) {
   *cuda_device = -1;
-  auto host_kernels = [&] { return layers::make_backend(cfg.reference_kernels ? "reference" : "cpu"); };
-  if (cfg.device == "cpu") return host_kernels();
-  if (cfg.device == "cpu-staged") return layers::make_staged_backend(host_kernels());
+  if (cfg.device != "cuda") return make_compute_backend(cfg, -1, false);
 #ifdef DTRAIN_HAVE_CUDA
   MPI_Comm host = MPI_COMM_NULL;
   DT_CHECK_MPI(MPI_Comm_split_type(topo.workers(), MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host));
@@ -133,12 +132,7 @@ std::unique_ptr<layers::Backend> make_worker_backend(const TrainConfig& cfg, con
     throw;
   }
   DT_CHECK_MPI(MPI_Comm_free(&host));
-  layers::CudaOptions co;
-  co.device = *cuda_device;
-  co.workspace_bytes = static_cast<size_t>(cfg.workspace_mb) << 20;
-  co.tf32 = cfg.tf32;
-  co.log_algorithms = topo.rank() == 0;
-  return layers::make_cuda_backend(co);
+  return make_compute_backend(cfg, *cuda_device, topo.rank() == 0);
 #else
   (void)topo;
   DT_USAGE("option 'device': cuda: this dtrain was built without the CUDA backend; use --device cpu");
@@ -159,45 +153,6 @@ void with_host_copy(layers::Backend& be, float* data, size_t n, bool write_back,
   f(h.data());
   if (write_back) be.upload(h.data(), data, n * sizeof(float));
 }
-
-// What one step (or one evaluation batch) feeds the net, in the backend's
-// memory: the minibatch x [n, C, H, W], its labels [n], the probabilities and
-// the loss gradient [n, K]. On a host backend x and labels are the caller's
-// buffers (no copy); on a device they are uploaded.
-class StepBuffers {
- public:
-  StepBuffers(layers::Backend& be, int64_t n, const layers::Shape& in, int k)
-      : be_(be), in_(in), k_(k) {
-    probs_ = be.allocate(static_cast<size_t>(n * k));
-    dlogits_ = be.allocate(static_cast<size_t>(n * k));
-    if (be.discrete_memory()) {
-      x_ = be.allocate(static_cast<size_t>(n * in.per_sample()));
-      labels_ = be.allocate(static_cast<size_t>(n));  // int32 in float-sized slots
-    }
-  }
-  // host_x: [b, C, H, W] host floats, b ≤ n; returns the net's input.
-  layers::Tensor x(const float* host_x, int64_t b) {
-    const layers::Shape s(b, in_.c(), in_.h(), in_.w());
-    if (!x_) return layers::Tensor::view(const_cast<float*>(host_x), s);
-    be_.upload(host_x, x_.get(), static_cast<size_t>(s.numel()) * sizeof(float));
-    return layers::Tensor::view(x_.get(), s, be_.device());
-  }
-  const int32_t* labels(const int32_t* host, int64_t b) {
-    if (!labels_) return host;
-    be_.upload(host, labels_.get(), static_cast<size_t>(b) * sizeof(int32_t));
-    return reinterpret_cast<const int32_t*>(labels_.get());
-  }
-  float* probs() { return probs_.get(); }
-  layers::Tensor dlogits(int64_t b) {
-    return layers::Tensor::view(dlogits_.get(), layers::Shape::flat(b, k_), be_.device());
-  }
-
- private:
-  layers::Backend& be_;
-  layers::Shape in_;
-  int k_;
-  std::shared_ptr<float> x_, labels_, probs_, dlogits_;
-};
 
 struct Evaluation {
   double loss = 0, accuracy = 0;

@@ -130,7 +130,7 @@ int cmd_tune(const std::vector<std::string>& args) {
   po::variables_map vm;
   std::vector<std::string> job_args;
   try {
-    auto parsed = po::command_line_parser(args).options(desc).allow_unregistered().run();
+    auto parsed = po::command_line_parser(args).options(desc).style(option_style()).allow_unregistered().run();
     po::store(parsed, vm);
     po::notify(vm);
     job_args = po::collect_unrecognized(parsed.options, po::include_positional);

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "core/error.hpp"
+#include "engine/compute.hpp"
 #include "io/batch.hpp"
 #include "io/hdf5_dataset.hpp"
 #include "layers/backend.hpp"
@@ -125,10 +126,12 @@ Profile Profile::from_json(const nlohmann::json& j) {
 }
 
 double measure_step_time(const TrainConfig& cfg, int x, int steps, int threads, std::vector<double>* per_step,
-                         double* cpu_per_step) {
+                         double* cpu_per_step, double* workspace) {
   DT_CHECK(x >= 1 && steps >= 1, "measure_step_time: minibatch ", x, ", steps ", steps);
   layers::set_cpu_threads(threads);
-  auto backend = layers::make_backend(cfg.device == "cuda" ? "cuda" : (cfg.reference_kernels ? "reference" : "cpu"));
+  // The trainer's backend and device path (batch and labels uploaded every step);
+  // on GPUs the profiling ranks take turns on GPU 0.
+  auto backend = make_compute_backend(cfg, 0, false);
   std::unique_ptr<io::Hdf5Dataset> data;
   if (!cfg.train_data.empty()) data = std::make_unique<io::Hdf5Dataset>(cfg.train_data);
   layers::ModelOptions mo;
@@ -156,24 +159,28 @@ double measure_step_time(const TrainConfig& cfg, int x, int steps, int threads, 
   so.momentum = cfg.momentum;
   so.weight_decay = cfg.weight_decay;
   layers::Sgd sgd(*backend, so, net.param_ranges(), net.num_params());
-  layers::Tensor probs(layers::Shape::flat(x, k)), dlogits(layers::Shape::flat(x, k));
+  StepBuffers dev(*backend, x, in, k);
   std::vector<double> t;
   double cpu0 = 0;
   for (int s = 0; s <= steps; ++s) {
     if (s == 1) cpu0 = self_cpu_seconds();
     auto t0 = std::chrono::steady_clock::now();
     net.set_step_seed(static_cast<uint64_t>(s));
-    const layers::Tensor& logits = net.forward(xt, true);
+    const layers::Tensor& logits = net.forward(dev.x(xt.data(), x), true);
+    const int32_t* lab = dev.labels(labels.data(), x);
     int64_t correct = 0;
-    backend->softmax_xent_forward(logits.data(), labels.data(), x, k, probs.data(), &correct);
-    backend->softmax_xent_backward(probs.data(), labels.data(), x, k, 1.0f / x, dlogits.data());
+    backend->softmax_xent_forward(logits.data(), lab, x, k, dev.probs(), &correct);
+    layers::Tensor dlogits = dev.dlogits(x);
+    backend->softmax_xent_backward(dev.probs(), lab, x, k, 1.0f / x, dlogits.data());
     net.backward(dlogits);
     sgd.step(net.params().data(), net.grads().data(), 1e-4f);
+    backend->synchronize();  // asynchronous devices: the step is done when its kernels are
     double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (s > 0) t.push_back(dt);  // the first step allocates and warms the caches
   }
   if (per_step) per_step->insert(per_step->end(), t.begin(), t.end());
   if (cpu_per_step) *cpu_per_step = (self_cpu_seconds() - cpu0) / steps;
+  if (workspace) *workspace = static_cast<double>(workspace_bytes(*backend));
   return median(t);
 }
 

@@ -11,7 +11,8 @@
 //   P            bytes of parameters (fp32: 4 · num_params);
 //   memory       bytes: fixed = parameters + gradients + momentum (3·P) and per
 //                sample = Σ_layers output numel / N · 4 bytes · 2 (activations
-//                and their gradients), workspace 0 on the CPU backend;
+//                and their gradients), plus the convolution workspace cuDNN
+//                chose within --workspace-mb (measured on the GPU; 0 on the CPU);
 //   links        bandwidth (bytes/s) and per-message latency (s) from a
 //                ping-pong between world ranks 0 and 1 (same node) and between
 //                rank 0 and the first rank of the next (virtual) node, when run
@@ -77,10 +78,14 @@ struct Profile {
 
 // Median seconds per step of `steps` real steps (after one warm-up step) of
 // `cfg.model` at minibatch x with `threads` threads, in this process; every
-// step's time is appended to *per_step when given, and the process's CPU
-// seconds per step (all threads, getrusage) stored in *cpu_per_step.
+// step's time is appended to *per_step when given, the process's CPU seconds
+// per step (all threads, getrusage) stored in *cpu_per_step, and the bytes of
+// convolution workspace the backend chose (cuDNN; 0 on the CPU) in *workspace.
+// The backend and the device path are the trainer's (engine/compute.hpp):
+// cfg.device cpu, cpu-staged or cuda (GPU 0).
 double measure_step_time(const TrainConfig& cfg, int x, int steps, int threads,
-                         std::vector<double>* per_step = nullptr, double* cpu_per_step = nullptr);
+                         std::vector<double>* per_step = nullptr, double* cpu_per_step = nullptr,
+                         double* workspace = nullptr);
 
 // Memory figures of the model (bytes): fills fixed_bytes, per_sample_bytes, param_bytes.
 void measure_memory(const std::string& model, int classes, Profile& p);

@@ -125,21 +125,21 @@ int run_tune(const TuneOptions& t, TrainConfig cfg, MPI_Comm world) {
   const size_t n_steps = static_cast<size_t>(t.profile_steps);
   std::vector<std::vector<double>> process_t_c(t.candidates.size()), steps(t.candidates.size()),
       backgrounds(t.candidates.size());
-  std::vector<double> time_share(t.candidates.size(), 1.0);
+  std::vector<double> time_share(t.candidates.size(), 1.0), workspaces(t.candidates.size(), 0.0);
   if (t.t_c_ms <= 0)
     for (size_t i = 0; i < t.candidates.size(); ++i) {
       const int x = t.candidates[i];
-      std::vector<double> mine(2 + n_steps, 0.0);  // T_C, background, every step's time
+      std::vector<double> mine(3 + n_steps, 0.0);  // T_C, background, workspace bytes, every step's time
       for (int r = 0; r < profilers; ++r) {
         if (rank == r) {  // measured, then corrected for the other jobs that shared the cores meanwhile
           const double w0 = MPI_Wtime(), b0 = machine_busy_seconds(), c0 = self_cpu_seconds();
           std::vector<double> each;
-          const double raw = measure_step_time(cfg, x, t.profile_steps, prof.threads, &each);
+          const double raw = measure_step_time(cfg, x, t.profile_steps, prof.threads, &each, nullptr, &mine[2]);
           const double wall = MPI_Wtime() - w0, busy = machine_busy_seconds() - b0, own = self_cpu_seconds() - c0;
           mine[1] = b0 > 0 && wall > 0.2 ? std::max(0.0, (busy - own) / wall) : 0.0;
           const double kappa = perf::cpu_contention(prof.threads + mine[1], cores);
           mine[0] = raw / kappa;
-          for (size_t k = 0; k < n_steps && k < each.size(); ++k) mine[2 + k] = each[k] / kappa;
+          for (size_t k = 0; k < n_steps && k < each.size(); ++k) mine[3 + k] = each[k] / kappa;
         }
         sleeping_barrier(world);
       }
@@ -151,10 +151,11 @@ int run_tune(const TuneOptions& t, TrainConfig cfg, MPI_Comm world) {
         const double* m = all.data() + mine.size() * static_cast<size_t>(r);
         process_t_c[i].push_back(m[0]);
         backgrounds[i].push_back(m[1]);
-        pooled.insert(pooled.end(), m + 2, m + 2 + n_steps);
+        workspaces[i] = std::max(workspaces[i], m[2]);
+        pooled.insert(pooled.end(), m + 3, m + 3 + n_steps);
       }
       // Time sharing: every profiling rank at once, when their threads exceed the cores.
-      if (profilers * prof.threads > cores) {
+      if (profilers * prof.threads > cores && cfg.device != "cuda") {
         double cpu_step = 0;
         if (rank < profilers) {
           measure_step_time(cfg, x, t.profile_steps, prof.threads, nullptr, &cpu_step);
@@ -202,6 +203,7 @@ int run_tune(const TuneOptions& t, TrainConfig cfg, MPI_Comm world) {
       q.samples = steps[i];
       q.process_t_c = process_t_c[i];
       q.time_share = time_share[i];
+      q.memory_bytes += workspaces[i];  // cuDNN's chosen convolution workspace (0 on the CPU)
       std::vector<double> s = process_t_c[i];
       std::sort(s.begin(), s.end());
       q.t_c = s.size() % 2 ? s[s.size() / 2] : 0.5 * (s[s.size() / 2 - 1] + s[s.size() / 2]);

@@ -18,6 +18,12 @@ grep -q "chosen minibatch" "$W/tune.log" || fail "tune printed no choice"
 "$DTRAIN" train --job "$W/tuned.ini" --max-steps 5 --log-interval 2 --metrics "$W/one.jsonl"
 grep -q '"kind":"run"' "$W/one.jsonl" || fail "no run record in the metrics"
 
+# The profiler runs the trainer's device path: on cpu-staged (the CPU test double
+# of a GPU's memory model) every kernel argument must be device memory.
+"$DTRAIN" tune "${job[@]}" --device cpu-staged --nodes 1 --gpus-per-node 1 --candidates 8 \
+  --profile-steps 2 --out "$W/staged.ini" > "$W/staged.log" || fail "tune on --device cpu-staged failed"
+grep -q "^device = cpu-staged$" "$W/staged.ini" || fail "the tuned job lost --device"
+
 # A 2-node × 2-worker cluster: ps or hybrid with servers; the file says how to launch it.
 "$DTRAIN" tune "${job[@]}" --nodes 2 --gpus-per-node 2 --link-gbps 1 --candidates 8,16 \
   --profile-steps 2 --out "$W/tuned4.ini" > "$W/tune4.log"
