@@ -27,6 +27,7 @@
 #include <algorithm>
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 
 #include "comm/chunked.hpp"
@@ -292,9 +293,21 @@ StepTimes Exchange::finish_step(float* params, float* grads) {
     m.cv_work.notify_all();
     if (m.opts.step_timeout_s > 0) {
       if (!m.cv_done.wait_for(lk, std::chrono::duration<double>(m.opts.step_timeout_s), [&] { return m.step_done; })) {
-        m.broken = true;  // the communication thread is stuck inside MPI; the caller aborts the job
-        DT_FAIL("step ", m.step, ": the gradient exchange did not complete within ", m.opts.step_timeout_s,
-                " s (--comm-timeout): a peer rank stalled or died");
+        m.broken = true;
+        // The communication thread is stuck inside MPI with receives posted into
+        // the caller's arenas, and it keeps driving MPI's progress: unwinding to
+        // the top level would free memory MPI may still write into (seen: a
+        // segfault in opal_convertor_unpack on a member rank). End the job here,
+        // with the message the top level would have printed.
+        const ::dtrain::Error e(::dtrain::detail::where(__FILE__, __LINE__) +
+                                ::dtrain::detail::concat("step ", m.step, ": the gradient exchange did not complete within ",
+                                                         m.opts.step_timeout_s,
+                                                         " s (--comm-timeout): a peer rank stalled or died"));
+        std::fprintf(stderr, "dtrain: error: %s\n", e.what());
+        std::fflush(stdout);
+        std::fflush(stderr);
+        MPI_Abort(MPI_COMM_WORLD, ::dtrain::kExitFailure);
+        throw e;  // not reached
       }
     } else {
       m.cv_done.wait(lk, [&] { return m.step_done; });

@@ -126,6 +126,8 @@ int cmd_tune(const std::vector<std::string>& args) {
       "profile-steps", po::value(&t.profile_steps)->default_value(5), "measured steps per candidate (after one warm-up)")(
       "t-c-ms", po::value(&t.t_c_ms)->default_value(0), "what-if: T_C per step (ms) at the job's minibatch, e.g. a GPU's; 0: measure")(
       "base-batch", po::value(&t.base_batch)->default_value(0), "global batch the job's lr is for (0: the job's minibatch)")(
+      "max-lr-scale", po::value(&t.max_lr_scale)->default_value(t.max_lr_scale),
+      "largest factor the linear scaling rule may multiply the lr by")(
       "out", po::value(&t.out)->default_value("tuned.ini"), "tuned job file (the profile goes to OUT.profile.json)");
   po::variables_map vm;
   std::vector<std::string> job_args;
@@ -145,6 +147,13 @@ int cmd_tune(const std::vector<std::string>& args) {
   if (t.nodes < 1 || t.gpus_per_node < 1) DT_USAGE("dtrain tune: options 'nodes' and 'gpus-per-node' must be ≥ 1");
   if (!(t.target_efficiency > 0 && t.target_efficiency <= 1)) DT_USAGE("dtrain tune: option 'target-efficiency' must be in (0, 1]");
   if (t.profile_steps < 1) DT_USAGE("dtrain tune: option 'profile-steps' must be ≥ 1");
+  if (static_cast<long long>(t.nodes) * t.gpus_per_node > (1 << 20))
+    DT_USAGE("dtrain tune: options 'nodes' × 'gpus-per-node' = ", static_cast<long long>(t.nodes) * t.gpus_per_node,
+             " workers; at most 1048576");
+  if (!(t.knee >= 0 && t.knee < 1)) DT_USAGE("dtrain tune: option 'knee' must be in [0, 1)");
+  if (!(t.max_lr_scale >= 1)) DT_USAGE("dtrain tune: option 'max-lr-scale' must be ≥ 1");
+  if (!(t.memory_gb >= 0)) DT_USAGE("dtrain tune: option 'device-memory-gb' must be ≥ 0");
+  if (t.base_batch < 0) DT_USAGE("dtrain tune: option 'base-batch' must be ≥ 0");
   TrainConfig cfg;
   if (!parse_train_args(job_args, cfg)) {
     std::cout << desc << "\njob options:\n" << train_help();

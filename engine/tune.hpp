@@ -22,6 +22,7 @@ struct TuneOptions {
   int profile_steps = 5;
   double t_c_ms = 0;  // > 0: T_C per step at the job's minibatch is given (what-if), not measured
   int base_batch = 0;
+  double max_lr_scale = 4;  // the linear rule's factor is capped here (large-batch divergence)
   std::string out = "tuned.ini";
 };
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -98,6 +99,32 @@ int run_tune(const TuneOptions& t, TrainConfig cfg, MPI_Comm world) {
   int classes = 0;
   if (!cfg.train_data.empty()) classes = io::Hdf5Dataset(cfg.train_data).classes();
   measure_memory(cfg.model, classes, prof);
+  // Memory budget per worker (rank 0's figure for every rank, so that all skip
+  // the same candidates), and the candidates that fit it: only those are profiled.
+  double budget = 0;
+  if (rank == 0) {
+    const double ram = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+    budget = t.memory_gb > 0 ? t.memory_gb * 1e9 : ram / t.gpus_per_node;
+  }
+  DT_CHECK_MPI(MPI_Bcast(&budget, 1, MPI_DOUBLE, 0, world));
+  std::vector<bool> fits(t.candidates.size());
+  for (size_t i = 0; i < t.candidates.size(); ++i)
+    fits[i] = prof.fixed_bytes + prof.per_sample_bytes * t.candidates[i] <= budget;
+  if (std::find(fits.begin(), fits.end(), true) == fits.end())
+    DT_USAGE("dtrain tune: no minibatch in option 'candidates' fits ", budget / 1e9, " GB per worker (",
+             prof.fixed_bytes / 1e6, " MB + ", prof.per_sample_bytes / 1e6,
+             " MB per image; option 'device-memory-gb' sets the budget)");
+  // The outputs must be writable before minutes of profiling.
+  if (rank == 0)
+    for (const std::string& path : {t.out, t.out + ".profile.json"}) {
+      const bool existed = std::filesystem::exists(path);
+      if (existed && !std::filesystem::is_regular_file(path))
+        DT_USAGE("dtrain tune: option 'out': '", path, "' exists and is not a file");
+      std::ofstream probe(path, std::ios::app);
+      if (!probe) DT_USAGE("dtrain tune: option 'out': cannot write '", path, "'");
+      probe.close();
+      if (!existed) std::filesystem::remove(path);
+    }
 
   // Links: ping-pong under mpirun (every rank takes part), else the given figures.
   const double gbps = t.link_gbps > 0 ? t.link_gbps : 10.0;
@@ -128,6 +155,7 @@ int run_tune(const TuneOptions& t, TrainConfig cfg, MPI_Comm world) {
   std::vector<double> time_share(t.candidates.size(), 1.0), workspaces(t.candidates.size(), 0.0);
   if (t.t_c_ms <= 0)
     for (size_t i = 0; i < t.candidates.size(); ++i) {
+      if (!fits[i]) continue;  // the same on every rank: budget was broadcast
       const int x = t.candidates[i];
       std::vector<double> mine(3 + n_steps, 0.0);  // T_C, background, workspace bytes, every step's time
       for (int r = 0; r < profilers; ++r) {
@@ -180,8 +208,6 @@ int run_tune(const TuneOptions& t, TrainConfig cfg, MPI_Comm world) {
     sleeping_barrier(world);
     return kExitOk;
   }
-  const double ram = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
-  const double budget = t.memory_gb > 0 ? t.memory_gb * 1e9 : ram / t.gpus_per_node;
   std::printf("dtrain tune: model %s, P = %.3f MB, memory %.2f MB fixed + %.3f MB per image (budget %.2f GB), %d thread(s), load %.2f\n",
               cfg.model.c_str(), prof.param_bytes / 1e6, prof.fixed_bytes / 1e6, prof.per_sample_bytes / 1e6,
               budget / 1e9, prof.threads, prof.load_before);
@@ -197,6 +223,10 @@ int run_tune(const TuneOptions& t, TrainConfig cfg, MPI_Comm world) {
     ComputePoint q;
     q.minibatch = x;
     q.memory_bytes = prof.fixed_bytes + prof.per_sample_bytes * x;
+    if (!fits[i]) {
+      std::printf("%10d %10s %10s %12.1f %6s  (does not fit: not profiled)\n", x, "-", "-", q.memory_bytes / 1e6, "-");
+      continue;
+    }
     if (t.t_c_ms > 0) {  // what-if: T_C given at the job's minibatch, proportional to X
       q.t_c = t.t_c_ms * 1e-3 * x / cfg.minibatch;
     } else {
@@ -269,6 +299,16 @@ int run_tune(const TuneOptions& t, TrainConfig cfg, MPI_Comm world) {
   }
   const int base = t.base_batch > 0 ? t.base_batch : cfg.minibatch;
   perf::ScaledLr lr = perf::scale_lr(cfg.lr, base, best.minibatch * g, std::min(5.0, 0.1 * cfg.epochs));
+  // The linear rule holds up to a point (Goyal et al.: ResNet-50 to 8k); past it
+  // training diverges, so the factor is capped (--max-lr-scale, default 4).
+  // LeNet-5 on Fashion-MNIST, global batch 1024 (4 × 256), 3 epochs: lr 0.2
+  // (×4 of 0.05 @ 64) reaches 77.7 %, lr 0.4 (×8) and 0.8 (×16) stay at chance.
+  const bool capped = lr.lr > cfg.lr * t.max_lr_scale;
+  if (capped) {
+    lr.lr = cfg.lr * t.max_lr_scale;
+    std::printf("lr: the linear rule's factor %.1f is capped at %.1f (option 'max-lr-scale')\n",
+                static_cast<double>(best.minibatch) * g / base, t.max_lr_scale);
+  }
   tuned.lr = static_cast<float>(lr.lr);
   tuned.warmup_epochs = static_cast<float>(std::max<double>(cfg.warmup_epochs, lr.warmup_epochs));
   tuned.loader_depth = std::max(2, cfg.loader_depth);
@@ -278,7 +318,8 @@ int run_tune(const TuneOptions& t, TrainConfig cfg, MPI_Comm world) {
     << (cfg.job.empty() ? std::string("the command line") : cfg.job) << ".\n# Run: "
     << (g + tuned.ps > 1 ? "mpirun -np " + std::to_string(g + tuned.ps) + " " : std::string())
     << "dtrain train --job " << t.out << "\n# lr " << cfg.lr << " for global batch " << base << " scaled to "
-    << best.minibatch * g << " (Goyal et al. 2017); profile: " << t.out << ".profile.json\n"
+    << best.minibatch * g << " (Goyal et al. 2017" << (capped ? ", capped by max-lr-scale" : "")
+    << "); profile: " << t.out << ".profile.json\n"
     << job_file_text(tuned);
   std::ofstream pf(t.out + ".profile.json");
   pf << prof.to_json().dump(1) << "\n";

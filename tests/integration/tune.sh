@@ -49,4 +49,15 @@ grep -qE "one\.jsonl +2 lenet5" <<<"$out" || fail "the two runs of one configura
 grep -q "configuration(s) outside" <<<"$out" || fail "report lacks the verdict line"
 grep '"kind":"step"' "$W/one.jsonl" > "$W/norun.jsonl"
 expect_exit 2 'no {"kind":"run"} record' -- "$DTRAIN" report --metrics "$W/norun.jsonl"
+# Bad tune input ends at once with exit 2, before any profiling: a candidate
+# that cannot fit (1,000,000 LeNet images need 117 GB) is never run.
+expect_exit 2 "fits" -- "$DTRAIN" tune "${job[@]}" --candidates 1000000 --out "$W/x.ini"
+expect_exit 2 "option 'out'" -- "$DTRAIN" tune "${job[@]}" --candidates 8 --out "$W/no/such/dir/x.ini"
+expect_exit 2 "option 'knee'" -- "$DTRAIN" tune "${job[@]}" --knee -3
+expect_exit 2 "at most" -- "$DTRAIN" tune "${job[@]}" --nodes 100000 --gpus-per-node 100000
+# The linear lr rule is capped: lr 0.05 for batch 16 → 2 × 2 workers × 16 = ×4 allowed, ×8 not.
+"$DTRAIN" tune "${job[@]}" --nodes 2 --gpus-per-node 2 --base-batch 16 --candidates 32 --profile-steps 2 \
+  --link-gbps 1 --out "$W/cap.ini" > "$W/cap.log"
+grep -q "capped at 4.0" "$W/cap.log" || fail "the lr factor 8 was not capped"
+grep -q "^lr = 0.200000003$" "$W/cap.ini" || fail "capped lr is not 0.05 × 4: $(grep '^lr =' "$W/cap.ini")"
 echo "tune: ok"
