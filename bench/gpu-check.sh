@@ -14,7 +14,8 @@
 #
 # Exit status: non-zero when the build, a [cuda] test or a training run fails
 # (or the tests skipped: no GPU visible). Benchmark lines are printed as they
-# come; a missing PyTorch only drops the ratio column.
+# come; a benchmark that fails (out of GPU memory, say) prints FAIL in its row
+# and the others still run; a missing PyTorch only drops the ratio column.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -40,11 +41,12 @@ echo "== GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format
 echo "== configure + build ($build, -j$jobs)"
 cmake -S . -B "$build" -DDTRAIN_CUDA=ON -DCMAKE_BUILD_TYPE=Release > "$build.configure.log" 2>&1 \
   || { tail -20 "$build.configure.log"; exit 1; }
-cmake --build "$build" -j"$jobs" --target dtrain dtrain_cuda_tests dtrain_gpu_bench 2>&1 | tail -3
+cmake --build "$build" -j"$jobs" --target dtrain dtrain_cuda_tests dtrain_gpu_bench 2>&1 | tail -3 \
+  || { echo "gpu-check.sh: build FAILED" >&2; exit 1; }
 echo "   built in $((SECONDS - t0)) s"
 
 echo "== [cuda] tests"
-ngpu=$(nvidia-smi -L 2>/dev/null | wc -l || echo 0)
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 set +e
 "$build/tests/dtrain_cuda_tests" --reporter compact
 rc=$?
@@ -105,21 +107,31 @@ else
   echo "   (no CUDA PyTorch+torchvision for $py: dtrain only; --python PY to pick one)"
 fi
 modes=(0); [[ $tf32 -eq 1 ]] && modes=(0 1)
+bench_failed=0
 printf '%-12s %5s %5s %12s %12s %8s\n' model batch tf32 dtrain torch ratio
 for m in "${modes[@]}"; do
   for model in alexnet-owt resnet50; do
     for b in 128 256; do
       flag=(); [[ $m -eq 1 ]] && flag=(--tf32)
+      # A benchmark that fails (e.g. out of GPU memory at resnet50 / 256) gives a FAIL
+      # entry for its row, not the end of the script (set -e, pipefail): the next row runs.
       d=$("$build/dtrain_gpu_bench" --model "$model" --minibatch "$b" --steps "$steps" \
-            --warmup "$warmup" --quiet-algos "${flag[@]}" | sed -n 's/.*images_per_s \([0-9.]*\).*/\1/p')
+            --warmup "$warmup" --quiet-algos "${flag[@]}" | sed -n 's/.*images_per_s \([0-9.]*\).*/\1/p') \
+        || { rc=$?; d=""; echo "   dtrain_gpu_bench $model/$b/tf32=$m FAILED (exit $rc; its message above)" >&2; }
       t=-
       if [[ $have_torch -eq 1 ]]; then
         t=$("$py" bench/torch_gpu.py --model "$model" --minibatch "$b" --steps "$steps" \
-              --warmup "$warmup" "${flag[@]}" | sed -n 's/.*images_per_s \([0-9.]*\).*/\1/p')
+              --warmup "$warmup" "${flag[@]}" | sed -n 's/.*images_per_s \([0-9.]*\).*/\1/p') \
+          || { rc=$?; t=""; echo "   torch_gpu.py $model/$b/tf32=$m FAILED (exit $rc; its message above)" >&2; }
       fi
+      [[ -n $d ]] || bench_failed=1
       r=-; [[ $t != - && -n $t && -n $d ]] && r=$(awk -v d="$d" -v t="$t" 'BEGIN{printf "%.2f", d/t}')
       printf '%-12s %5s %5s %12s %12s %8s\n' "$model" "$b" "$m" "${d:-FAIL}" "${t:-FAIL}" "$r"
     done
   done
 done
 echo "== done in $((SECONDS - t0)) s"
+# The build, the [cuda] tests and the training runs exit above on failure; a
+# benchmark row that FAILed (often out of memory at the largest setting) is
+# reported here without failing the check.
+[[ $bench_failed -eq 0 ]] || echo "gpu-check.sh: some dtrain benchmark rows FAILED (see above)" >&2

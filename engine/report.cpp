@@ -35,9 +35,56 @@ int mode_index(const std::string& m) { return m == "ps" ? 1 : m == "hybrid" ? 2 
 
 struct Run {
   std::string file;
-  nlohmann::json rec;  // the run record
+  // The run record's fields, checked by read_run.
+  std::string model, mode, wait_policy;
+  int minibatch = 0, workers = 0, servers = 0, ranks_per_node = 0, threads = 0;
+  double cores = 0, background = 0;
   double t_c = 0, t_o = 0, step = 0, ips = 0;
   int intervals = 0;
+};
+
+// Field readers for one record (a line of a metrics file): each failure is a
+// usage error naming the file, the line and the field.
+struct Record {
+  const nlohmann::json& j;
+  const std::string& path;
+  int line;
+  const char* kind;
+
+  template <typename... A>
+  [[noreturn]] void bad(const char* key, A&&... what) const {
+    DT_USAGE("dtrain report: ", path, ":", line, ": ", kind, " record: field '", key, "' ",
+             std::forward<A>(what)...);
+  }
+  const nlohmann::json& at(const char* key) const {
+    auto it = j.find(key);
+    if (it == j.end()) bad(key, "is missing");
+    return *it;
+  }
+  std::string text(const char* key, const char* fallback = nullptr) const {
+    if (fallback && !j.contains(key)) return fallback;
+    const nlohmann::json& v = at(key);
+    if (!v.is_string() || v.get<std::string>().empty()) bad(key, "is not a non-empty string (", v.dump(), ")");
+    return v.get<std::string>();
+  }
+  int integer(const char* key, int lo) const {
+    const nlohmann::json& v = at(key);
+    if (!v.is_number_integer()) bad(key, "is not an integer (", v.dump(), ")");
+    const int64_t i = v.get<int64_t>();
+    if (i < lo) bad(key, "is ", i, ", must be ≥ ", lo);
+    if (i > (int64_t{1} << 30)) bad(key, "is ", i, ", too large");
+    return static_cast<int>(i);
+  }
+  // A finite number > lo (open) or ≥ lo; absent: the fallback when given.
+  double number(const char* key, double lo, bool open, const double* fallback = nullptr) const {
+    if (fallback && !j.contains(key)) return *fallback;
+    const nlohmann::json& v = at(key);
+    if (!v.is_number()) bad(key, "is not a number (", v.dump(), ")");
+    const double d = v.get<double>();
+    if (!std::isfinite(d) || (open ? !(d > lo) : !(d >= lo)))
+      bad(key, "is ", d, ", must be a finite number ", open ? "> " : "≥ ", lo);
+    return d;
+  }
 };
 
 Run read_run(const std::string& path) {
@@ -45,34 +92,63 @@ Run read_run(const std::string& path) {
   if (!f) DT_USAGE("dtrain report: option 'metrics': cannot open '", path, "'");
   Run r;
   r.file = path;
-  std::vector<nlohmann::json> steps;
+  std::vector<double> st, tc, ips;
+  nlohmann::json rec;  // the last run record
+  int rec_line = 0, n = 0;
   std::string line;
   while (std::getline(f, line)) {
-    if (line.empty()) continue;
+    ++n;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     nlohmann::json j;
     try {
       j = nlohmann::json::parse(line);
     } catch (const nlohmann::json::exception& e) {
-      DT_USAGE("dtrain report: ", path, ": a line is not JSON (", e.what(), ")");
+      DT_USAGE("dtrain report: ", path, ":", n, ": the line is not JSON (", e.what(), ")");
     }
-    std::string kind = j.value("kind", "");
-    if (kind == "step") steps.push_back(j);
-    if (kind == "run") r.rec = j;
+    if (!j.is_object())
+      DT_USAGE("dtrain report: ", path, ":", n, ": the line is not a JSON object (", j.dump().substr(0, 60),
+               ") — a metrics file holds one {\"kind\": ...} record per line");
+    auto kind = j.find("kind");
+    if (kind == j.end()) continue;  // not a record report reads
+    if (!kind->is_string())
+      DT_USAGE("dtrain report: ", path, ":", n, ": field 'kind' is not a string (", kind->dump(), ")");
+    if (*kind == "run") {
+      rec = std::move(j);
+      rec_line = n;
+    } else if (*kind == "step") {
+      const Record s{j, path, n, "step"};
+      ips.push_back(s.number("images_per_s", 0, true));
+      tc.push_back(s.number("t_compute_s", 0, false));
+    }
   }
-  if (r.rec.is_null())
+  if (rec.is_null())
     DT_USAGE("dtrain report: ", path, " has no {\"kind\":\"run\"} record (written when a run finishes)");
-  if (steps.empty()) DT_USAGE("dtrain report: ", path, " has no step records");
+  const Record q{rec, path, rec_line, "run"};
+  r.model = q.text("model");
+  r.mode = q.text("mode");
+  if (r.mode != "allreduce" && r.mode != "ps" && r.mode != "hybrid")
+    q.bad("mode", "is '", r.mode, "', must be allreduce, ps or hybrid");
+  r.minibatch = q.integer("minibatch", 1);
+  r.workers = q.integer("workers", 1);
+  r.servers = q.integer("servers", 0);
+  if (r.mode != "allreduce" && r.servers < 1) q.bad("servers", "is ", r.servers, ", mode ", r.mode, " needs ≥ 1");
+  r.ranks_per_node = q.integer("ranks_per_node", 0);
+  r.threads = q.integer("threads", 0);
+  r.cores = q.number("cores", 0, true);
+  const double zero = 0;
+  r.background = q.number("background_cores", 0, false, &zero);
+  r.wait_policy = q.text("wait_policy", "spin");
+  if (ips.empty())
+    DT_USAGE("dtrain report: ", path, " has no step records (the run was shorter than its --log-interval; "
+             "use a smaller --log-interval)");
   // The first interval holds the warm-up (allocation, first touches): dropped when others exist.
-  if (steps.size() > 2) steps.erase(steps.begin());
-  const double global = r.rec.at("minibatch").get<double>() * r.rec.at("workers").get<double>();
-  std::vector<double> tc, st, ips;
-  for (const auto& s : steps) {
-    double i = s.at("images_per_s").get<double>();
-    ips.push_back(i);
-    st.push_back(global / i);
-    tc.push_back(s.at("t_compute_s").get<double>());
+  if (ips.size() > 2) {
+    ips.erase(ips.begin());
+    tc.erase(tc.begin());
   }
-  r.intervals = static_cast<int>(steps.size());
+  const double global = static_cast<double>(r.minibatch) * r.workers;
+  for (double i : ips) st.push_back(global / i);
+  r.intervals = static_cast<int>(ips.size());
   r.step = median(st);
   r.t_c = median(tc);
   r.t_o = std::max(0.0, r.step - r.t_c);  // everything that is not compute: the paper's T_O
@@ -143,15 +219,28 @@ int cmd_report(const std::vector<std::string>& args) {
   std::vector<Run> runs;
   for (const auto& f : files) runs.push_back(read_run(f));
 
+  if (!(link_gbps > 0) || !std::isfinite(link_gbps))
+    DT_USAGE("dtrain report: option 'link-gbps': ", link_gbps, " must be > 0");
+  if (!(latency_us >= 0) || !std::isfinite(latency_us))
+    DT_USAGE("dtrain report: option 'latency-us': ", latency_us, " must be ≥ 0");
+  if (steps < 1) DT_USAGE("dtrain report: option 'profile-steps': ", steps, " must be ≥ 1");
   bool have_profile = !profile_path.empty();
   Profile prof;
   if (have_profile) {
     std::ifstream f(profile_path);
     if (!f) DT_USAGE("dtrain report: option 'profile': cannot open '", profile_path, "'");
+    nlohmann::json j;
     try {
-      prof = Profile::from_json(nlohmann::json::parse(f));
+      j = nlohmann::json::parse(f);
     } catch (const nlohmann::json::exception& e) {
       DT_USAGE("dtrain report: option 'profile': ", profile_path, " is not JSON (", e.what(), ")");
+    }
+    try {
+      prof = Profile::from_json(j);
+    } catch (const UsageError& e) {
+      std::string what = e.what();
+      if (what.rfind("profile: ", 0) == 0) what.erase(0, 9);
+      DT_USAGE("dtrain report: option 'profile': ", profile_path, ": ", what);
     }
   }
   perf::Links given;
@@ -172,18 +261,18 @@ int cmd_report(const std::vector<std::string>& args) {
     perf::Links links;
   };
   std::vector<Group> groups;
+  std::vector<std::string> not_profiled;  // runs the profile did not apply to, and why
   for (const auto& r : runs) {
-    const auto& j = r.rec;
     perf::RunShape s;
-    s.mode = mode_index(j.at("mode").get<std::string>());
-    s.workers = j.at("workers").get<int>();
-    s.servers = j.at("servers").get<int>();
-    s.ranks_per_node = j.at("ranks_per_node").get<int>();
-    s.threads = std::max(1, j.at("threads").get<int>());
-    s.sleeping_waits = j.value("wait_policy", std::string("spin")) == "sleep";
-    const std::string model = j.at("model").get<std::string>();
-    const int x = j.at("minibatch").get<int>();
-    perf::MachineLoad m{j.at("cores").get<double>(), j.value("background_cores", 0.0)};
+    s.mode = mode_index(r.mode);
+    s.workers = r.workers;
+    s.servers = r.servers;
+    s.ranks_per_node = r.ranks_per_node;
+    s.threads = std::max(1, r.threads);
+    s.sleeping_waits = r.wait_policy == "sleep";
+    const std::string& model = r.model;
+    const int x = r.minibatch;
+    perf::MachineLoad m{r.cores, r.background};
     m.poll_period = comm::kSleepMaxS;
     double t_c1 = 0;
     std::vector<double> samples;
@@ -199,6 +288,12 @@ int cmd_report(const std::vector<std::string>& args) {
       links = prof.links;
       s.param_bytes = prof.param_bytes;
     } else {
+      if (have_profile) {
+        std::string why = prof.model != model ? "model " + model + " ≠ profile's " + prof.model
+                                              : "threads " + std::to_string(s.threads) + " ≠ profile's " +
+                                                    std::to_string(prof.threads);
+        not_profiled.push_back(r.file + ": " + why + ": its T_C1 was measured in-process here (profile's links kept)");
+      }
       std::string key = model + "/" + std::to_string(x) + "/" + std::to_string(s.threads);
       if (!t_c1_cache.count(key)) {
         TrainConfig cfg;
@@ -214,7 +309,7 @@ int cmd_report(const std::vector<std::string>& args) {
       samples = {t_c1};
     }
     perf::StepPrediction p = perf::predict_step(samples, s, links, m);
-    const std::string mode = j.at("mode").get<std::string>();
+    const std::string& mode = r.mode;
     Group* g = nullptr;
     for (auto& q : groups)
       if (q.model == model && q.mode == mode && q.x == x && q.shape.workers == s.workers &&
@@ -270,12 +365,20 @@ int cmd_report(const std::vector<std::string>& args) {
                 1e3 * t_o, t_c > 0 ? t_o / t_c : 0.0, 1e3 * step, s_meas, 1e3 * g.pred.t_c, 1e3 * g.pred.t_o,
                 1e3 * g.pred.t_step, s_pred, 100 * err, g.bg);
   }
+  for (const auto& w : not_profiled) std::printf("not from the profile: %s\n", w.c_str());
+  std::string source = "T_C1 measured in-process";
+  if (have_profile) {
+    source = "profile " + profile_path;
+    if (!not_profiled.empty())
+      source += "; " + std::to_string(not_profiled.size()) + " of " + std::to_string(runs.size()) +
+                " run(s) with T_C1 measured in-process, listed above";
+  }
   std::printf("measured: medians over log intervals (first dropped), then over the n runs of a configuration;\n"
               "  T_O = step − T_C; S = G·step(1 worker)/step(G).\n"
               "predicted: perfmodel predict_step (%s), mean over the n runs;\n"
               "  bg = cores used by other jobs during the runs (mean).\n"
               "%d of %zu configuration(s) outside ±15%%.\n",
-              have_profile ? ("profile " + profile_path).c_str() : "T_C1 measured in-process", misses, groups.size());
+              source.c_str(), misses, groups.size());
   return kExitOk;
 }
 

@@ -13,7 +13,10 @@
 // speedup (against a 1-worker run of the same model and minibatch in the list),
 // next to the model's prediction (perfmodel.hpp predict_step with the profile's
 // T_C1 and links; without --profile T_C1 is measured here, in-process) and the
-// relative error of the step time.
+// relative error of the step time. Runs whose model or threads differ from the
+// profile's are listed after the table with the reason (their T_C1 measured
+// here). Every field report reads is checked: a damaged metrics file or profile
+// is a usage error (exit 2) naming the file, the line and the field.
 #pragma once
 
 #include <mpi.h>

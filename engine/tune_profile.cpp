@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -32,7 +33,7 @@ double median(std::vector<double> v) {
 }  // namespace
 
 double Profile::t_c_at(int x) const {
-  DT_CHECK(!points.empty(), "profile of ", model, " has no T_C points");
+  if (points.empty()) DT_USAGE("profile of ", model, " has no T_C points");
   std::vector<ComputePoint> p = points;
   std::sort(p.begin(), p.end(), [](auto& a, auto& b) { return a.minibatch < b.minibatch; });
   for (const auto& q : p)
@@ -51,7 +52,7 @@ double Profile::t_c_at(int x) const {
 }
 
 double Profile::time_share_at(int x) const {
-  DT_CHECK(!points.empty(), "profile of ", model, " has no T_C points");
+  if (points.empty()) DT_USAGE("profile of ", model, " has no T_C points");
   const ComputePoint* near = &points.front();
   for (const auto& q : points)
     if (std::abs(q.minibatch - x) < std::abs(near->minibatch - x)) near = &q;
@@ -59,10 +60,11 @@ double Profile::time_share_at(int x) const {
 }
 
 std::vector<double> Profile::samples_at(int x) const {
-  DT_CHECK(!points.empty(), "profile of ", model, " has no T_C points");
+  if (points.empty()) DT_USAGE("profile of ", model, " has no T_C points");
   const ComputePoint* near = &points.front();
   for (const auto& q : points)
     if (std::abs(q.minibatch - x) < std::abs(near->minibatch - x)) near = &q;
+  if (!(near->t_c > 0)) DT_USAGE("profile of ", model, ": T_C ", near->t_c, " at minibatch ", near->minibatch);
   const double scale = t_c_at(x) / near->t_c;
   std::vector<double> s = near->samples.empty() ? std::vector<double>{near->t_c} : near->samples;
   for (double& v : s) v *= scale;
@@ -84,41 +86,90 @@ nlohmann::json Profile::to_json() const {
 }
 
 Profile Profile::from_json(const nlohmann::json& j) {
+  // Every field is checked for its type and range here, so that a hand-edited or
+  // truncated profile is a usage error naming the field, never an internal check
+  // failure further on (perfmodel divides by bandwidths and T_C).
+  auto get = [](const nlohmann::json& o, const std::string& where, const char* key) -> const nlohmann::json& {
+    if (!o.is_object()) DT_USAGE("profile: ", where.empty() ? "the file" : where, " is not a JSON object");
+    auto it = o.find(key);
+    if (it == o.end()) DT_USAGE("profile: ", where, where.empty() ? "" : ".", key, " is missing");
+    return *it;
+  };
+  auto number = [&](const nlohmann::json& o, const std::string& where, const char* key, double lo, bool open,
+                    const char* range, const double* fallback = nullptr) {
+    const std::string name = where + (where.empty() ? "" : ".") + key;
+    if (fallback && (!o.is_object() || !o.contains(key))) return *fallback;
+    const nlohmann::json& v = get(o, where, key);
+    if (!v.is_number()) DT_USAGE("profile: ", name, " is not a number (", v.dump(), ")");
+    const double d = v.get<double>();
+    if (!std::isfinite(d) || (open ? !(d > lo) : !(d >= lo))) DT_USAGE("profile: ", name, " ", d, " must be ", range);
+    return d;
+  };
+  auto integer = [&](const nlohmann::json& o, const std::string& where, const char* key, int lo) {
+    const std::string name = where + (where.empty() ? "" : ".") + key;
+    const nlohmann::json& v = get(o, where, key);
+    if (!v.is_number_integer()) DT_USAGE("profile: ", name, " is not an integer (", v.dump(), ")");
+    const int64_t i = v.get<int64_t>();
+    if (i < lo || i > (int64_t{1} << 30)) DT_USAGE("profile: ", name, " ", i, " must be ≥ ", lo);
+    return static_cast<int>(i);
+  };
+  auto samples = [&](const nlohmann::json& o, const std::string& where, const char* key) {
+    std::vector<double> out;
+    if (!o.contains(key)) return out;
+    const nlohmann::json& v = o.at(key);
+    const std::string name = where + "." + key;
+    if (!v.is_array()) DT_USAGE("profile: ", name, " is not an array");
+    for (const auto& e : v) {
+      if (!e.is_number() || !std::isfinite(e.get<double>()) || !(e.get<double>() > 0))
+        DT_USAGE("profile: T_C sample ", e.dump(), " in ", name, " must be a number > 0");
+      out.push_back(e.get<double>());
+    }
+    return out;
+  };
+  const double zero = 0, one = 1;
   Profile p;
   try {
-    p.model = j.at("model").get<std::string>();
-    p.threads = j.at("threads").get<int>();
-    p.cores = j.at("cores").get<double>();
-    p.param_bytes = j.at("param_bytes").get<double>();
-    p.fixed_bytes = j.at("fixed_bytes").get<double>();
-    p.per_sample_bytes = j.at("per_sample_bytes").get<double>();
-    p.load_before = j.value("load_before", 0.0);
-    for (const auto& q : j.at("points")) {
+    const nlohmann::json& model = get(j, "", "model");
+    if (!model.is_string() || model.get<std::string>().empty())
+      DT_USAGE("profile: model is not a model name (", model.dump(), ")");
+    p.model = model.get<std::string>();
+    p.threads = integer(j, "", "threads", 1);
+    p.cores = number(j, "", "cores", 0, true, "> 0");
+    p.param_bytes = number(j, "", "param_bytes", 0, false, "≥ 0");
+    p.fixed_bytes = number(j, "", "fixed_bytes", 0, false, "≥ 0");
+    p.per_sample_bytes = number(j, "", "per_sample_bytes", 0, false, "≥ 0");
+    p.load_before = number(j, "", "load_before", 0, false, "≥ 0", &zero);
+    const nlohmann::json& pts = get(j, "", "points");
+    if (!pts.is_array()) DT_USAGE("profile: points is not an array");
+    if (pts.empty()) DT_USAGE("profile: points is empty (no T_C measurement)");
+    for (size_t i = 0; i < pts.size(); ++i) {
+      const nlohmann::json& q = pts[i];
+      const std::string w = "points[" + std::to_string(i) + "]";
       ComputePoint c;
-      c.minibatch = q.at("minibatch").get<int>();
-      c.t_c = q.at("t_c_s").get<double>();
-      c.samples = q.value("t_c_samples_s", std::vector<double>{});
-      c.process_t_c = q.value("t_c_process_s", std::vector<double>{});
-      c.images_per_s = q.at("images_per_s").get<double>();
-      c.memory_bytes = q.at("memory_bytes").get<double>();
-      c.background = q.value("background", 0.0);
-      c.time_share = q.value("time_share", 1.0);
-      if (!(c.time_share > 0)) DT_USAGE("profile: time_share ", c.time_share, " at minibatch ", c.minibatch);
-      if (c.minibatch < 1 || !(c.t_c > 0)) DT_USAGE("profile: point with minibatch ", c.minibatch, ", T_C ", c.t_c);
-      for (double v : c.samples)
-        if (!(v > 0)) DT_USAGE("profile: T_C sample ", v, " at minibatch ", c.minibatch);
+      c.minibatch = integer(q, w, "minibatch", 1);
+      c.t_c = number(q, w, "t_c_s", 0, true, "> 0");
+      c.samples = samples(q, w, "t_c_samples_s");
+      c.process_t_c = samples(q, w, "t_c_process_s");
+      c.images_per_s = number(q, w, "images_per_s", 0, false, "≥ 0");
+      c.memory_bytes = number(q, w, "memory_bytes", 0, false, "≥ 0");
+      c.background = number(q, w, "background", 0, false, "≥ 0", &zero);
+      c.time_share = number(q, w, "time_share", 0, true, "> 0", &one);
       p.points.push_back(c);
     }
-    auto link = [](const nlohmann::json& l) {
-      return perf::Link{l.at("bandwidth_Bps").get<double>(), l.at("latency_s").get<double>()};
+    auto link = [&](const char* key) {
+      const nlohmann::json& l = get(j, "", key);
+      return perf::Link{number(l, key, "bandwidth_Bps", 0, true, "> 0 (bytes/s)"),
+                        number(l, key, "latency_s", 0, false, "≥ 0 (seconds)")};
     };
-    p.links.intra = link(j.at("intra"));
-    p.links.inter = link(j.at("inter"));
-    p.links_source = j.value("links_source", "");
-    p.poll_period = j.value("poll_period_s", 0.0);
-    p.poll_fraction = j.value("poll_cpu_fraction", 0.0);
-    if (p.poll_period < 0 || p.poll_fraction < 0 || p.poll_fraction > 1)
-      DT_USAGE("profile: poll_period_s ", p.poll_period, " / poll_cpu_fraction ", p.poll_fraction, " out of range");
+    p.links.intra = link("intra");
+    p.links.inter = link("inter");
+    if (j.contains("links_source")) {
+      if (!j.at("links_source").is_string()) DT_USAGE("profile: links_source is not a string");
+      p.links_source = j.at("links_source").get<std::string>();
+    }
+    p.poll_period = number(j, "", "poll_period_s", 0, false, "≥ 0", &zero);
+    p.poll_fraction = number(j, "", "poll_cpu_fraction", 0, false, "in [0, 1]", &zero);
+    if (p.poll_fraction > 1) DT_USAGE("profile: poll_cpu_fraction ", p.poll_fraction, " must be in [0, 1]");
   } catch (const nlohmann::json::exception& e) {
     DT_USAGE("profile: missing or bad field (", e.what(), ")");
   }

@@ -73,7 +73,7 @@ TEST_CASE("tuned job file reads back to the same configuration", "[tune]") {
   std::remove(path.c_str());
 }
 
-TEST_CASE("profile: per-process and per-step samples survive JSON; bad ones are usage errors", "[tune]") {
+TEST_CASE("profile: per-process and per-step samples survive JSON, bad ones are usage errors", "[tune]") {
   Profile p;
   p.model = "lenet5";
   p.threads = 1;
@@ -111,4 +111,31 @@ TEST_CASE("profile: per-process and per-step samples survive JSON; bad ones are 
   bad = p.to_json();
   bad["poll_cpu_fraction"] = 2.0;
   REQUIRE_THROWS_AS(Profile::from_json(bad), dtrain::UsageError);
+  // Fields perfmodel would divide by, or index: usage errors naming the field, not internal checks later.
+  auto refused = [&](auto&& damage, const std::string& field) {
+    nlohmann::json b = p.to_json();
+    damage(b);
+    try {
+      Profile::from_json(b);
+      FAIL("accepted a profile with a bad " << field);
+    } catch (const dtrain::UsageError& e) {
+      CHECK_THAT(e.what(), Catch::Matchers::Contains(field));
+    }
+  };
+  refused([](auto& b) { b["points"] = nlohmann::json::array(); }, "points is empty");
+  refused([](auto& b) { b["intra"]["bandwidth_Bps"] = 0.0; }, "intra.bandwidth_Bps");
+  refused([](auto& b) { b["inter"]["bandwidth_Bps"] = -1.0; }, "inter.bandwidth_Bps");
+  refused([](auto& b) { b["inter"]["latency_s"] = -1e-6; }, "inter.latency_s");
+  refused([](auto& b) { b["points"][1]["minibatch"] = 0; }, "points[1].minibatch");
+  refused([](auto& b) { b["points"][0]["t_c_s"] = 0.0; }, "points[0].t_c_s");
+  refused([](auto& b) { b["threads"] = 0; }, "threads");
+  refused([](auto& b) { b["cores"] = 0.0; }, "cores");
+  refused([](auto& b) { b["param_bytes"] = -1.0; }, "param_bytes");
+  refused([](auto& b) { b.erase("model"); }, "model is missing");
+  refused([](auto& b) { b = nlohmann::json::array({1, 2}); }, "not a JSON object");
+  // An empty profile built in code: a usage error too, not an internal check.
+  Profile empty;
+  REQUIRE_THROWS_AS(empty.t_c_at(8), dtrain::UsageError);
+  REQUIRE_THROWS_AS(empty.samples_at(8), dtrain::UsageError);
+  REQUIRE_THROWS_AS(empty.time_share_at(8), dtrain::UsageError);
 }

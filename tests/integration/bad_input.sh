@@ -16,3 +16,64 @@ expect_exit 2 "unknown command" -- "$DTRAIN" trian
 # Divergence is caught at the step it happens, not carried on as NaN.
 expect_exit 1 "diverged" -- "$DTRAIN" train --train-data "$D/fashion-mnist-train.h5" --lr 1e6 --momentum 0 \
   --max-steps 200 --log-interval 1000
+
+# dtrain report on damaged metrics files and profiles: exit 2 naming the file,
+# the line and the field; never an internal check, a bare JSON exception or inf.
+R="$WORK/report_bad"
+mkdir -p "$R"
+RUN='{"kind":"run","model":"lenet5","minibatch":8,"mode":"allreduce","workers":1,"servers":0,"ranks_per_node":0,"threads":1,"cores":2.0,"background_cores":0.0,"wait_policy":"spin"}'
+STEP='{"kind":"step","step":10,"images_per_s":4000.0,"t_compute_s":0.002}'
+metrics() { local f="$R/$1"; shift; printf '%s\n' "$@" > "$f"; echo "$f"; }
+expect_exit 2 "array.jsonl:1: the line is not a JSON object" -- "$DTRAIN" report --metrics "$(metrics array.jsonl '[1,2,3]')"
+expect_exit 2 "number.jsonl:2: the line is not a JSON object" -- "$DTRAIN" report --metrics "$(metrics number.jsonl "$STEP" 5)"
+for field in minibatch workers servers mode ranks_per_node threads cores model; do
+  rec=$(sed -E "s/\"$field\":(\"[a-z0-9]*\"|[0-9.]*),//" <<<"$RUN")
+  expect_exit 2 "no_$field.jsonl:2: run record: field '$field' is missing" -- \
+    "$DTRAIN" report --metrics "$(metrics "no_$field.jsonl" "$STEP" "$rec")"
+done
+expect_exit 2 "ips_text.jsonl:1: step record: field 'images_per_s' is not a number" -- \
+  "$DTRAIN" report --metrics "$(metrics ips_text.jsonl "${STEP/4000.0/\"x\"}" "$RUN")"
+expect_exit 2 "ips_zero.jsonl:1: step record: field 'images_per_s' is 0" -- \
+  "$DTRAIN" report --metrics "$(metrics ips_zero.jsonl "${STEP/4000.0/0}" "$RUN")"
+expect_exit 2 "tc_neg.jsonl:1: step record: field 't_compute_s' is -0.002" -- \
+  "$DTRAIN" report --metrics "$(metrics tc_neg.jsonl "${STEP/0.002/-0.002}" "$RUN")"
+expect_exit 2 "mb_neg.jsonl:2: run record: field 'minibatch' is -64, must be ≥ 1" -- \
+  "$DTRAIN" report --metrics "$(metrics mb_neg.jsonl "$STEP" "${RUN/\"minibatch\":8/\"minibatch\":-64}")"
+expect_exit 2 "workers0.jsonl:2: run record: field 'workers' is 0" -- \
+  "$DTRAIN" report --metrics "$(metrics workers0.jsonl "$STEP" "${RUN/\"workers\":1/\"workers\":0}")"
+expect_exit 2 "cores0.jsonl:2: run record: field 'cores' is 0" -- \
+  "$DTRAIN" report --metrics "$(metrics cores0.jsonl "$STEP" "${RUN/\"cores\":2.0/\"cores\":0}")"
+expect_exit 2 "ps0.jsonl:2: run record: field 'servers' is 0, mode ps needs ≥ 1" -- \
+  "$DTRAIN" report --metrics "$(metrics ps0.jsonl "$STEP" "${RUN/allreduce/ps}")"
+expect_exit 2 "use a smaller --log-interval" -- "$DTRAIN" report --metrics "$(metrics nosteps.jsonl "$RUN")"
+ok=$(metrics ok.jsonl "$STEP" "$STEP" "$RUN")
+# Profiles: a good one, then one damaged field at a time.
+PROF='{"kind":"profile","model":"lenet5","threads":1,"cores":2,"param_bytes":246824,"fixed_bytes":740472,"per_sample_bytes":100000,"points":[{"minibatch":8,"t_c_s":0.002,"images_per_s":4000,"memory_bytes":1000000}],"intra":{"bandwidth_Bps":1e9,"latency_s":1e-6},"inter":{"bandwidth_Bps":2e9,"latency_s":2e-6}}'
+profile() { local f="$R/$1"; printf '%s\n' "$2" > "$f"; echo "$f"; }
+out=$("$DTRAIN" report --metrics "$ok" --profile "$(profile good.json "$PROF")") || fail "report on a good profile: $out"
+grep -qE 'inf|nan' <<<"$out" && fail "report prints inf/nan: $out"
+grep -q "not from the profile" <<<"$out" && fail "a matching run reported as not from the profile: $out"
+bad_profile() {  # bad_profile NAME SED-EXPRESSION MESSAGE
+  local f; f=$(profile "$1" "$(sed -E "$2" <<<"$PROF")")
+  expect_exit 2 "option 'profile': $f: $3" -- "$DTRAIN" report --metrics "$ok" --profile "$f"
+}
+bad_profile no_points.json 's/"points":\[[^]]*\]/"points":[]/' "points is empty"
+bad_profile intra_bw0.json 's/"bandwidth_Bps":1e9/"bandwidth_Bps":0/' "intra.bandwidth_Bps 0 must be > 0"
+bad_profile inter_bw.json 's/"bandwidth_Bps":2e9/"bandwidth_Bps":-5/' "inter.bandwidth_Bps -5 must be > 0"
+bad_profile inter_lat.json 's/"latency_s":2e-6/"latency_s":-1/' "inter.latency_s -1 must be ≥ 0"
+bad_profile mb0.json 's/"minibatch":8/"minibatch":0/' "points[0].minibatch 0 must be ≥ 1"
+bad_profile tc0.json 's/"t_c_s":0.002/"t_c_s":0/' "points[0].t_c_s 0 must be > 0"
+bad_profile threads0.json 's/"threads":1/"threads":0/' "threads 0 must be ≥ 1"
+bad_profile cores0.json 's/"cores":2/"cores":0/' "cores 0 must be > 0"
+bad_profile params.json 's/"param_bytes":246824/"param_bytes":-1/' "param_bytes -1 must be ≥ 0"
+bad_profile no_model.json 's/"model":"lenet5",//' "model is missing"
+# A run the profile does not fit (threads, model) is named, with the reason, after the table.
+thr2=$(metrics thr2.jsonl "$STEP" "${RUN/\"threads\":1/\"threads\":2}")
+out=$("$DTRAIN" report --metrics "$ok" "$thr2" --profile "$R/good.json") || fail "report: $out"
+grep -qF "not from the profile: $thr2: threads 2 ≠ profile's 1: its T_C1 was measured in-process here" <<<"$out" \
+  || fail "report does not name the run the profile did not apply to: $out"
+grep -qF "not from the profile: $ok" <<<"$out" && fail "the matching run is named too: $out"
+grep -qF "1 of 2 run(s) with T_C1 measured in-process" <<<"$out" || fail "footer claims the profile for all runs: $out"
+out=$("$DTRAIN" report --metrics "$ok" --profile "$(profile resnet.json "${PROF/lenet5/resnet20}")") || fail "report: $out"
+grep -qF "model lenet5 ≠ profile's resnet20" <<<"$out" || fail "report does not name the model mismatch: $out"
+echo "ok: report names the runs its profile did not apply to"
