@@ -94,7 +94,9 @@ int run_tune(const TuneOptions& t, TrainConfig cfg, MPI_Comm world) {
   Profile prof;
   prof.model = cfg.model;
   prof.cores = cores;
-  prof.threads = cfg.threads > 0 ? cfg.threads : static_cast<int>(cores);
+  // Compute threads per worker: the job's, else what the trainer's default gives a
+  // node of this kind running gpus_per_node workers (its cores shared among them).
+  prof.threads = cfg.threads > 0 ? cfg.threads : std::max(1, static_cast<int>(cores) / t.gpus_per_node);
   prof.load_before = load_average_1m();
   int classes = 0;
   if (!cfg.train_data.empty()) classes = io::Hdf5Dataset(cfg.train_data).classes();
@@ -283,7 +285,7 @@ int run_tune(const TuneOptions& t, TrainConfig cfg, MPI_Comm world) {
   const int g = last.g;
   TrainConfig tuned = cfg;
   tuned.minibatch = best.minibatch;
-  tuned.threads = prof.threads;
+  tuned.threads = cfg.threads;  // 0 stays 0: the trainer divides the cores among the ranks it finds
   if (g == 1) {
     tuned.mode = "allreduce";
     tuned.ps = 0;
