@@ -51,19 +51,18 @@ double Profile::t_c_at(int x) const {
   return p.back().t_c;
 }
 
-double Profile::time_share_at(int x) const {
+const ComputePoint& Profile::nearest(int x) const {
   if (points.empty()) DT_USAGE("profile of ", model, " has no T_C points");
   const ComputePoint* near = &points.front();
   for (const auto& q : points)
     if (std::abs(q.minibatch - x) < std::abs(near->minibatch - x)) near = &q;
-  return near->time_share;
+  return *near;
 }
 
+double Profile::time_share_at(int x) const { return nearest(x).time_share; }
+
 std::vector<double> Profile::samples_at(int x) const {
-  if (points.empty()) DT_USAGE("profile of ", model, " has no T_C points");
-  const ComputePoint* near = &points.front();
-  for (const auto& q : points)
-    if (std::abs(q.minibatch - x) < std::abs(near->minibatch - x)) near = &q;
+  const ComputePoint* near = &nearest(x);
   if (!(near->t_c > 0)) DT_USAGE("profile of ", model, ": T_C ", near->t_c, " at minibatch ", near->minibatch);
   const double scale = t_c_at(x) / near->t_c;
   std::vector<double> s = near->samples.empty() ? std::vector<double>{near->t_c} : near->samples;

@@ -72,6 +72,8 @@ struct Profile {
   // The per-step samples of the point nearest to x, scaled by t_c_at(x) / its t_c.
   std::vector<double> samples_at(int x) const;
   double time_share_at(int x) const;  // η of the point nearest to x
+  // The measured point whose minibatch is nearest to x. Throws UsageError when there is none.
+  const ComputePoint& nearest(int x) const;
   nlohmann::json to_json() const;
   static Profile from_json(const nlohmann::json& j);  // throws UsageError on a bad file
 };

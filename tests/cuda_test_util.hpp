@@ -16,6 +16,7 @@
 #include <random>
 #include <vector>
 
+#include "compare_util.hpp"
 #include "layers/cpu/reference.hpp"
 #include "layers/cuda/cuda_backend.hpp"
 
@@ -23,30 +24,9 @@ namespace dtrain::layers::test {
 
 constexpr double kTol = 1e-4;
 constexpr double kTolElementwise = 1e-6;
-using Vec = std::vector<float>;
-
-inline Vec random_vec(size_t n, std::mt19937& rng, float lo = -1.0f, float hi = 1.0f) {
-  std::uniform_real_distribution<float> u(lo, hi);
-  Vec v(n);
-  for (auto& x : v) x = u(rng);
-  return v;
-}
-
-inline double rel_err(const Vec& got, const Vec& ref) {
-  REQUIRE(got.size() == ref.size());
-  double worst = 0.0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double e = std::fabs(double(got[i]) - double(ref[i])) / (1.0 + std::fabs(double(ref[i])));
-    if (!(e <= worst)) worst = e;  // NaN fails
-  }
-  return worst;
-}
-
-#define CHECK_CLOSE(got, ref, tol)         \
-  do {                                     \
-    INFO(#got " vs " #ref);                \
-    CHECK(rel_err((got), (ref)) <= (tol)); \
-  } while (0)
+using ::dtrain::test::random_vec;
+using ::dtrain::test::rel_err;
+using ::dtrain::test::Vec;
 
 inline CudaOptions quiet_options() {
   CudaOptions o;

@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "compare_util.hpp"
 #include "layers/cpu/onednn.hpp"
 #include "layers/cpu/reference.hpp"
 
@@ -28,36 +29,10 @@ namespace {
 
 constexpr double kTol = 1e-4;
 
-using Vec = std::vector<float>;
-
-Vec random_vec(size_t n, std::mt19937& rng, float lo = -1.0f, float hi = 1.0f) {
-  std::uniform_real_distribution<float> u(lo, hi);
-  Vec v(n);
-  for (auto& x : v) x = u(rng);
-  return v;
-}
-
-void fill_random(Vec& v, std::mt19937& rng, float lo = -1.0f, float hi = 1.0f) {
-  std::uniform_real_distribution<float> u(lo, hi);
-  for (auto& x : v) x = u(rng);
-}
-
-// max_i |got − ref| / (1 + |ref|)
-double rel_err(const Vec& got, const Vec& ref) {
-  REQUIRE(got.size() == ref.size());
-  double worst = 0.0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    double e = std::fabs(double(got[i]) - double(ref[i])) / (1.0 + std::fabs(double(ref[i])));
-    if (!(e <= worst)) worst = e;  // NaN propagates as a failure
-  }
-  return worst;
-}
-
-#define CHECK_CLOSE(got, ref, tol)              \
-  do {                                          \
-    INFO(#got " vs " #ref);                     \
-    CHECK(rel_err((got), (ref)) <= (tol));      \
-  } while (0)
+using ::dtrain::test::fill_random;
+using ::dtrain::test::random_vec;
+using ::dtrain::test::rel_err;
+using ::dtrain::test::Vec;
 
 struct Backends {
   std::unique_ptr<Backend> cpu = make_cpu_backend();
