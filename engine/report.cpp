@@ -377,7 +377,9 @@ int cmd_report(const std::vector<std::string>& args) {
               "  T_O = step − T_C; S = G·step(1 worker)/step(G).\n"
               "predicted: perfmodel predict_step (%s), mean over the n runs;\n"
               "  bg = cores used by other jobs during the runs (mean).\n"
-              "%d of %zu configuration(s) outside ±15%%.\n",
+              "When ranks outnumber cores, measured T_C is rank 0's own compute time and predicted T_C the\n"
+              "  whole job's compute phase: compare the step times (docs/performance-model.md §6).\n"
+              "%d of %zu configuration(s) outside ±15%% (step time).\n",
               source.c_str(), misses, groups.size());
   return kExitOk;
 }

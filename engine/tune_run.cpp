@@ -286,6 +286,9 @@ int run_tune(const TuneOptions& t, TrainConfig cfg, MPI_Comm world) {
   TrainConfig tuned = cfg;
   tuned.minibatch = best.minibatch;
   tuned.threads = cfg.threads;  // 0 stays 0: the trainer divides the cores among the ranks it finds
+  // The tuned job must not append to or overwrite the untuned job's outputs.
+  if (!cfg.metrics.empty()) tuned.metrics = t.out + ".metrics.jsonl";
+  if (!cfg.save_params.empty()) tuned.save_params = t.out + ".params.h5";
   if (g == 1) {
     tuned.mode = "allreduce";
     tuned.ps = 0;

@@ -15,6 +15,7 @@ mpirun -np 2 --oversubscribe --bind-to none "$DTRAIN" tune "${job[@]}" --nodes 1
 [ -s "$W/tuned.ini.profile.json" ] || fail "no profile"
 grep -q "^minibatch = \(8\|16\)$" "$W/tuned.ini" || fail "tuned minibatch is not a candidate"
 grep -q "chosen minibatch" "$W/tune.log" || fail "tune printed no choice"
+grep -qx "metrics = $W/tuned.ini.metrics.jsonl" "$W/tuned.ini" || fail "the tuned job would write the untuned job's metrics"
 "$DTRAIN" train --job "$W/tuned.ini" --max-steps 5 --log-interval 2 --metrics "$W/one.jsonl"
 grep -q '"kind":"run"' "$W/one.jsonl" || fail "no run record in the metrics"
 
