@@ -9,7 +9,7 @@ packages=(
   libhdf5-dev hdf5-tools
   libboost-program-options-dev
   catch2
-  libdnnl-dev libopenblas-dev
+  libdnnl-dev ocl-icd-opencl-dev libopenblas-dev
   nlohmann-json3-dev zlib1g-dev
   dataset-fashion-mnist
   python3
