@@ -1,0 +1,26 @@
+// core/format.hpp — numbers and booleans as a person reads and writes them.
+//
+// shortest(x): the shortest decimal text that reads back as the same value
+// (std::to_chars without a precision: "0.05", not "0.0500000007"; "1e-05";
+// "64"); used wherever dtrain writes a number a user will read or paste back
+// (job files the tuner writes, --help defaults, messages). A float is printed
+// as a float (0.05f → "0.05"), so the text re-parses to the identical float.
+// boolean(b): "true" / "false", the spelling the job files accept.
+#pragma once
+
+#include <charconv>
+#include <string>
+#include <system_error>
+
+namespace dtrain::format {
+
+template <typename T>
+std::string shortest(T x) {
+  char buf[64];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, x);
+  return ec == std::errc() ? std::string(buf, end) : std::string("?");
+}
+
+inline std::string boolean(bool b) { return b ? "true" : "false"; }
+
+}  // namespace dtrain::format
