@@ -1,5 +1,7 @@
-// core/error.cpp — rank bookkeeping for error messages.
+// core/error.cpp — rank and host bookkeeping for error messages.
 #include "core/error.hpp"
+
+#include <unistd.h>
 
 #include <atomic>
 
@@ -12,6 +14,20 @@ std::atomic<int> g_error_rank{-1};
 void set_error_rank(int rank) { g_error_rank.store(rank); }
 int error_rank() { return g_error_rank.load(); }
 
+const std::string& error_host() {
+  static const std::string host = [] {
+    char buf[256] = {0};
+    if (::gethostname(buf, sizeof buf - 1) != 0) return std::string("?");
+    return std::string(buf);
+  }();
+  return host;
+}
+
+std::string rank_prefix() {
+  int r = error_rank();
+  return r >= 0 ? "rank " + std::to_string(r) + " on " + error_host() + ": " : std::string();
+}
+
 namespace detail {
 std::string where(const char* file, int line) {
   std::string f(file);
@@ -23,9 +39,7 @@ std::string where(const char* file, int line) {
       break;
     }
   }
-  int r = error_rank();
-  std::string prefix = r >= 0 ? "rank " + std::to_string(r) + ": " : "";
-  return prefix + f + ":" + std::to_string(line) + ": ";
+  return rank_prefix() + f + ":" + std::to_string(line) + ": ";
 }
 }  // namespace detail
 

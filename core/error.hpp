@@ -1,9 +1,13 @@
 // core/error.hpp — the one exception type of dtrain and the check macros.
 //
 // Every failure is reported as dtrain::Error carrying the call site
-// (file:line), the rank that raised it (when known) and a message. The top
-// level (engine/main.cpp) turns it into a one-line message on stderr and, under
-// MPI, an MPI_Abort so that no rank hangs. Library code never calls exit().
+// (file:line), the rank and host that raised it (when known) and a message.
+// The top level (engine/main.cpp, engine/exit.hpp) turns it into one message
+// on stderr and an exit code: a usage error that every rank of an MPI job
+// detects is printed once, by the lowest rank, and every rank exits 2 without
+// an MPI_Abort; any other failure is printed by the rank that had it, naming
+// rank and host, before the MPI_Abort that ends the job. Library code never
+// calls exit().
 //
 // Check macros (after LBANN_ERROR / ggml's CUDA_CHECK_GEN):
 //   DT_CHECK(cond, msg...)   a precondition; throws Error with the streamed msg
@@ -11,7 +15,8 @@
 //   DT_CHECK_MPI(call)       an MPI call returning MPI_SUCCESS (comm/ includes mpi.h)
 //   DT_CHECK_H5(call)        an HDF5 call returning a negative value on failure
 //   DT_CHECK_CUDA(call)      a CUDA runtime call (layers/cuda)
-// Each message reads "rank R: <file>:<line>: <what>".
+// Each message reads "rank R on HOST: <file>:<line>: <what>" (the rank part
+// only in a job of more than one rank).
 #pragma once
 
 #include <sstream>
@@ -43,8 +48,12 @@ class UsageError : public Error {
 };
 
 // The rank printed in error messages; -1 until MPI (or the trainer) sets it.
+// The host is this machine's name (gethostname), read once.
 void set_error_rank(int rank);
 int error_rank();
+const std::string& error_host();
+// "rank R on HOST: " once a rank is set, else "".
+std::string rank_prefix();
 
 namespace detail {
 inline std::string concat() { return {}; }

@@ -6,9 +6,12 @@
 // (job files the tuner writes, --help defaults, messages). A float is printed
 // as a float (0.05f → "0.05"), so the text re-parses to the identical float.
 // boolean(b): "true" / "false", the spelling the job files accept.
+// missing_path(p): p for a "no such file" message; a relative p gets the folder
+// it was resolved against ("data/x.h5 (relative to /home/u/dtrain)").
 #pragma once
 
 #include <charconv>
+#include <filesystem>
 #include <string>
 #include <system_error>
 
@@ -22,5 +25,12 @@ std::string shortest(T x) {
 }
 
 inline std::string boolean(bool b) { return b ? "true" : "false"; }
+
+inline std::string missing_path(const std::string& p) {
+  if (p.empty() || std::filesystem::path(p).is_absolute()) return p;
+  std::error_code ec;
+  const auto cwd = std::filesystem::current_path(ec);
+  return ec ? p : p + " (relative to " + cwd.string() + ")";
+}
 
 }  // namespace dtrain::format

@@ -21,11 +21,7 @@ void info(Args&&... args) {
 template <typename... Args>
 void warn(Args&&... args) {
   std::string s = detail::concat(std::forward<Args>(args)...);
-  int r = error_rank();
-  if (r >= 0)
-    std::fprintf(stderr, "dtrain: warning: rank %d: %s\n", r, s.c_str());
-  else
-    std::fprintf(stderr, "dtrain: warning: %s\n", s.c_str());
+  std::fprintf(stderr, "dtrain: warning: %s%s\n", rank_prefix().c_str(), s.c_str());
   std::fflush(stderr);
 }
 

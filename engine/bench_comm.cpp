@@ -21,6 +21,7 @@
 #include "comm/exchange.hpp"
 #include "comm/topology.hpp"
 #include "core/error.hpp"
+#include "engine/options.hpp"
 #include "engine/commands.hpp"
 
 namespace po = boost::program_options;
@@ -119,13 +120,7 @@ int cmd_bench_comm(const std::vector<std::string>& args) {
       "min-kb", po::value(&min_kb)->default_value(4), "smallest message, KiB")(
       "max-mb", po::value(&max_mb)->default_value(256), "largest message, MiB")(
       "iters", po::value(&iters)->default_value(5), "timed repetitions per size (median)");
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(desc).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    DT_USAGE("dtrain bench comm: ", e.what());
-  }
+  po::variables_map vm = parse_command_line(args, desc, "dtrain bench comm: ");
   if (vm.count("help")) {
     std::printf("%s", (std::ostringstream() << desc).str().c_str());
     return kExitOk;

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "core/error.hpp"
+#include "engine/options.hpp"
 #include "core/log.hpp"
 #include "io/hdf5_dataset.hpp"
 #include "io/prefetcher.hpp"
@@ -216,13 +217,7 @@ int cmd_bench_io(const std::vector<std::string>& args) {
       "shape", po::value(&shape)->default_value("64x64x3"), "chunking: sample shape HxWxC")(
       "dir", po::value(&dir)->default_value(std::filesystem::temp_directory_path().string()),
       "chunking: folder for the two temporary files");
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(desc).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    DT_USAGE("dtrain bench io: ", e.what());
-  }
+  po::variables_map vm = parse_command_line(args, desc, "dtrain bench io: ");
   if (vm.count("help")) {
     std::cout << desc;
     return kExitOk;

@@ -12,6 +12,7 @@
 #include "core/log.hpp"
 #include "core/settings.hpp"
 #include "engine/config.hpp"
+#include "engine/options.hpp"
 #include "engine/report.hpp"
 #include "engine/trainer.hpp"
 #include "io/idx.hpp"
@@ -25,16 +26,7 @@ namespace dtrain::engine {
 namespace {
 po::variables_map parse(const std::vector<std::string>& args, const po::options_description& desc,
                         const char* cmd, const po::positional_options_description* pos = nullptr) {
-  po::variables_map vm;
-  try {
-    auto p = po::command_line_parser(args).options(desc);
-    if (pos) p.positional(*pos);
-    po::store(p.run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    DT_USAGE("dtrain ", cmd, ": ", e.what());
-  }
-  return vm;
+  return parse_command_line(args, desc, std::string("dtrain ") + cmd + ": ", pos);
 }
 }  // namespace
 
@@ -57,13 +49,20 @@ int cmd_train(const std::vector<std::string>& args) {
   }
   const RunClock clock = start_run_clock();
   TrainResult r = train(cfg);
-  append_run_record(cfg, r, clock, MPI_COMM_WORLD);  // for dtrain report
+  TrainConfig written = cfg;
+  written.metrics = r.metrics_path;  // the file train() wrote (rank 0), "" = none
+  append_run_record(written, r, clock, MPI_COMM_WORLD);  // for dtrain report
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  if (rank == 0)
-    log::info("dtrain: finished ", r.steps, " steps in ", r.epochs, " epoch(s), ", r.seconds, " s, ",
-            static_cast<long>(r.images_per_s), " images/s",
-            r.test_accuracy >= 0 ? ", final test accuracy " + std::to_string(100.0 * r.test_accuracy) + "%" : std::string());
+  if (rank == 0) {
+    char acc[64] = "";
+    if (r.test_accuracy >= 0) std::snprintf(acc, sizeof acc, ", final test accuracy %.2f%%", 100.0 * r.test_accuracy);
+    char secs[32];
+    std::snprintf(secs, sizeof secs, "%.1f", r.seconds);
+    log::info("dtrain: finished ", r.steps, " steps in ", r.epochs, " epoch(s), ", secs, " s, ",
+              static_cast<long>(r.images_per_s), " images/s", acc,
+              r.run_dir.empty() ? std::string() : "; outputs in " + r.run_dir);
+  }
   return kExitOk;
 }
 

@@ -6,8 +6,10 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <type_traits>
 
 #include "core/error.hpp"
+#include "core/format.hpp"
 
 namespace po = boost::program_options;
 
@@ -33,6 +35,18 @@ std::vector<float> parse_floats(const std::string& key, const std::string& s) {
   return v;
 }
 
+// A typed option with its default shown as a person writes it: shortest
+// round-trip numbers ("0.05", not "0.0500000007"), true/false for booleans.
+template <typename T>
+po::typed_value<T>* def(T* v) {
+  if constexpr (std::is_same_v<T, bool>)
+    return po::value(v)->default_value(*v, format::boolean(*v));
+  else if constexpr (std::is_arithmetic_v<T>)
+    return po::value(v)->default_value(*v, format::shortest(*v));
+  else
+    return po::value(v)->default_value(*v);
+}
+
 struct Options {
   po::options_description desc{"dtrain train options (job-file keys are the same names)"};
   std::string mean, std;
@@ -40,52 +54,51 @@ struct Options {
     desc.add_options()
       ("help,h", "this help")
       ("job", po::value(&c.job), "job file (INI: key = value, keys as below)")
-      ("model", po::value(&c.model)->default_value(c.model), "lenet5 | resnet20 | alexnet | alexnet-owt | resnet18 | resnet50")
+      ("model", def(&c.model), "lenet5 | resnet20 | alexnet | alexnet-owt | resnet18 | resnet50")
       ("train-data", po::value(&c.train_data), "training set, HDF5 (/images uint8 [N,H,W,C], /labels int32 [N])")
       ("test-data", po::value(&c.test_data), "test set, HDF5; scored after every epoch")
-      ("device", po::value(&c.device)->default_value(c.device), "cpu | cuda | cpu-staged (CPU kernels behind the cuda path's device memory and transfers; for tests)")
-      ("reference-kernels", po::value(&c.reference_kernels)->default_value(c.reference_kernels), "use the plain-loop reference kernels (slow; for debugging; device cpu or cpu-staged)")
-      ("workspace-mb", po::value(&c.workspace_mb)->default_value(c.workspace_mb), "cuda: cuDNN workspace budget per convolution layer, MiB (the fastest algorithm that fits is chosen)")
-      ("tf32", po::value(&c.tf32)->default_value(c.tf32), "cuda: allow TF32 tensor cores in convolutions and GEMMs (true | false)")
-      ("threads", po::value(&c.threads)->default_value(c.threads), "compute threads per rank (0: SLURM_CPUS_PER_TASK, else cores / ranks)")
-      ("minibatch", po::value(&c.minibatch)->default_value(c.minibatch), "images per worker per step")
-      ("eval-minibatch", po::value(&c.eval_minibatch)->default_value(c.eval_minibatch), "images per evaluation batch (0: minibatch)")
-      ("epochs", po::value(&c.epochs)->default_value(c.epochs), "passes over the training set")
-      ("max-steps", po::value(&c.max_steps)->default_value(c.max_steps), "stop after this many steps (0: no limit)")
-      ("max-train-samples", po::value(&c.max_train_samples)->default_value(c.max_train_samples), "train on the first N samples only (0: all)")
-      ("max-test-samples", po::value(&c.max_test_samples)->default_value(c.max_test_samples), "score the first N test samples only (0: all)")
-      ("seed", po::value(&c.seed)->default_value(c.seed), "seed of initialisation, shuffling and dropout")
-      ("lr", po::value(&c.lr)->default_value(c.lr), "base learning rate")
-      ("lr-schedule", po::value(&c.lr_schedule)->default_value(c.lr_schedule), "constant | step | cosine")
-      ("warmup-epochs", po::value(&c.warmup_epochs)->default_value(c.warmup_epochs), "linear warm-up from 0.1·lr (Goyal et al. 2017)")
-      ("lr-step-epochs", po::value(&c.lr_step_epochs)->default_value(c.lr_step_epochs), "step schedule: multiply by lr-gamma every this many epochs")
-      ("lr-gamma", po::value(&c.lr_gamma)->default_value(c.lr_gamma), "step schedule factor")
-      ("momentum", po::value(&c.momentum)->default_value(c.momentum), "SGD momentum")
-      ("weight-decay", po::value(&c.weight_decay)->default_value(c.weight_decay), "L2 weight decay")
-      ("decay-bias-bn", po::value(&c.decay_bias_bn)->default_value(c.decay_bias_bn), "apply weight decay to biases and batch-norm parameters too")
-      ("dropout", po::value(&c.dropout)->default_value(c.dropout), "dropout probability (AlexNet variants)")
-      ("loader-threads", po::value(&c.loader_threads)->default_value(c.loader_threads), "prefetch threads per rank (0: SLURM_CPUS_PER_TASK, else cores / ranks)")
-      ("loader-depth", po::value(&c.loader_depth)->default_value(c.loader_depth), "minibatches prefetched ahead")
-      ("augment-pad", po::value(&c.augment_pad)->default_value(c.augment_pad), "random crop after zero padding of this many pixels (0: off)")
-      ("augment-flip", po::value(&c.augment_flip)->default_value(c.augment_flip), "random horizontal flip")
+      ("device", def(&c.device), "cpu | cuda | cpu-staged (CPU kernels behind the cuda path's device memory and transfers; for tests)")
+      ("reference-kernels", def(&c.reference_kernels), "use the plain-loop reference kernels (slow; for debugging; device cpu or cpu-staged)")
+      ("workspace-mb", def(&c.workspace_mb), "cuda: cuDNN workspace budget per convolution layer, MiB (the fastest algorithm that fits is chosen)")
+      ("tf32", def(&c.tf32), "cuda: allow TF32 tensor cores in convolutions and GEMMs (true | false)")
+      ("threads", def(&c.threads), "compute threads per rank (0: SLURM_CPUS_PER_TASK, else cores / ranks)")
+      ("minibatch", def(&c.minibatch), "images per worker per step")
+      ("eval-minibatch", def(&c.eval_minibatch), "images per evaluation batch (0: minibatch)")
+      ("epochs", def(&c.epochs), "passes over the training set")
+      ("max-steps", def(&c.max_steps), "stop after this many steps (0: no limit)")
+      ("max-train-samples", def(&c.max_train_samples), "train on the first N samples only (0: all)")
+      ("max-test-samples", def(&c.max_test_samples), "score the first N test samples only (0: all)")
+      ("seed", def(&c.seed), "seed of initialisation, shuffling and dropout")
+      ("lr", def(&c.lr), "base learning rate")
+      ("lr-schedule", def(&c.lr_schedule), "constant | step | cosine")
+      ("warmup-epochs", def(&c.warmup_epochs), "linear warm-up from 0.1·lr (Goyal et al. 2017)")
+      ("lr-step-epochs", def(&c.lr_step_epochs), "step schedule: multiply by lr-gamma every this many epochs")
+      ("lr-gamma", def(&c.lr_gamma), "step schedule factor")
+      ("momentum", def(&c.momentum), "SGD momentum")
+      ("weight-decay", def(&c.weight_decay), "L2 weight decay")
+      ("decay-bias-bn", def(&c.decay_bias_bn), "apply weight decay to biases and batch-norm parameters too")
+      ("dropout", def(&c.dropout), "dropout probability (AlexNet variants)")
+      ("loader-threads", def(&c.loader_threads), "prefetch threads per rank (0: SLURM_CPUS_PER_TASK, else cores / ranks)")
+      ("loader-depth", def(&c.loader_depth), "minibatches prefetched ahead")
+      ("augment-pad", def(&c.augment_pad), "random crop after zero padding of this many pixels (0: off)")
+      ("augment-flip", def(&c.augment_flip), "random horizontal flip")
       ("mean", po::value(&mean), "per-channel mean of pixel/255, comma-separated")
       ("std", po::value(&std), "per-channel standard deviation of pixel/255, comma-separated")
-      ("mode", po::value(&c.mode)->default_value(c.mode), "gradient exchange: allreduce | ps | hybrid")
-      ("ps", po::value(&c.ps)->default_value(c.ps), "parameter-server ranks (the last ranks of the job)")
-      ("ranks-per-node", po::value(&c.ranks_per_node)->default_value(c.ranks_per_node), "group workers into virtual nodes of K (0: real nodes)")
-      ("bucket-mb", po::value(&c.bucket_mb)->default_value(c.bucket_mb), "allreduce bucket size, MiB")
-      ("max-chunk-elems", po::value(&c.max_chunk_elems)->default_value(c.max_chunk_elems), "largest single transfer, elements")
-      ("wait-policy", po::value(&c.wait_policy)->default_value(c.wait_policy), "how ranks wait for messages: spin | sleep | auto (sleep when the node's ranks × threads exceed its cores)")
-      ("comm-timeout", po::value(&c.comm_timeout)->default_value(c.comm_timeout), "seconds one step's exchange may take before the job is aborted as stalled (0: wait forever)")
-      ("metrics", po::value(&c.metrics), "JSON Lines metrics file (rank 0)")
-      ("log-interval", po::value(&c.log_interval)->default_value(c.log_interval), "steps between metric lines")
-      ("save-params", po::value(&c.save_params), "write the final parameters to this HDF5 file");
+      ("mode", def(&c.mode), "gradient exchange: allreduce | ps | hybrid")
+      ("ps", def(&c.ps), "parameter-server ranks (the last ranks of the job)")
+      ("ranks-per-node", def(&c.ranks_per_node), "group workers into virtual nodes of K (0: real nodes)")
+      ("bucket-mb", def(&c.bucket_mb), "allreduce bucket size, MiB")
+      ("max-chunk-elems", def(&c.max_chunk_elems), "largest single transfer, elements")
+      ("wait-policy", def(&c.wait_policy), "how ranks wait for messages: spin | sleep | auto (sleep when the node's ranks × threads exceed its cores)")
+      ("comm-timeout", def(&c.comm_timeout), "seconds one step's exchange may take before the job is aborted as stalled (0: wait forever)")
+      ("metrics", def(&c.metrics), "JSON Lines metrics file (rank 0): auto = metrics.jsonl in the run folder; \"\" = none; a file that exists is refused unless --overwrite true")
+      ("log-interval", def(&c.log_interval), "steps between metric lines")
+      ("save-params", def(&c.save_params), "the final parameters, HDF5: auto = params.h5 in the run folder; \"\" = none; a file that exists is refused unless --overwrite true")
+      ("runs-dir", def(&c.runs_dir), "parent of the run folders: each run writes into RUNS_DIR/RUN-NAME/N/ (N = 1, 2, …; RUNS_DIR/RUN-NAME/latest → the newest)")
+      ("run-name", def(&c.run_name), "the run folder's name (default: the job file's name without .ini, else train)")
+      ("overwrite", def(&c.overwrite), "allow an explicit --metrics / --save-params file that exists to be replaced");
   }
 };
-
-[[noreturn]] void rethrow_usage(const po::error& e, const std::string& where) {
-  DT_USAGE(where, e.what());
-}
 
 void validate(TrainConfig& c) {
   auto need = [](bool ok, const char* key, auto&&... why) {
@@ -153,36 +166,33 @@ std::string train_help() {
   return os.str();
 }
 
-int option_style() {
-  return po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
-}
-
 bool parse_train_args(const std::vector<std::string>& args, TrainConfig& cfg) {
   Options o(cfg);
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(args).options(o.desc).style(option_style()).run(), vm);
   } catch (const po::error& e) {
-    rethrow_usage(e, "command line: ");
+    rethrow_usage(e, "command line: ", o.desc);
   }
   if (vm.count("help")) return false;
   if (vm.count("job")) {
     std::string path = vm["job"].as<std::string>();
     std::error_code ec;
-    if (!std::filesystem::is_regular_file(path, ec)) DT_USAGE("job file '", path, "' does not exist or is not a file");
+    if (!std::filesystem::is_regular_file(path, ec))
+      DT_USAGE("job file '", format::missing_path(path), "' does not exist or is not a file");
     std::ifstream in(path);
     if (!in) DT_USAGE("job file '", path, "' cannot be opened");
     try {
       // Values already on the command line are kept: the command line wins.
       po::store(po::parse_config_file(in, o.desc, /*allow_unregistered=*/false), vm);
     } catch (const po::error& e) {
-      rethrow_usage(e, "job file '" + path + "': ");
+      rethrow_usage(e, "job file '" + path + "': ", o.desc, /*job_file=*/true);
     }
   }
   try {
     po::notify(vm);
   } catch (const po::error& e) {
-    rethrow_usage(e, "");
+    rethrow_usage(e, "", o.desc);
   }
   cfg.mean = parse_floats("mean", o.mean);
   cfg.std = parse_floats("std", o.std);

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/options.hpp"  // option_style()
+
 namespace dtrain::engine {
 
 struct TrainConfig {
@@ -60,18 +62,20 @@ struct TrainConfig {
   std::string wait_policy = "auto";  // spin | sleep | auto (comm/wait.hpp)
   double comm_timeout = 600;  // seconds a step's exchange may take before the job is aborted (0 = none)
 
-  std::string metrics;       // JSONL path ("" = none)
-  int log_interval = 50;     // steps between metric lines
-  std::string save_params;   // HDF5 with /params and /buffers at the end ("" = none)
+  // Outputs (engine/run_folder.hpp): "auto" = into this run's own folder
+  // RUNS_DIR/<run-name>/<n>/; "" = none; a path = that file (refused if it
+  // exists, unless overwrite).
+  std::string metrics = "auto";      // JSON Lines (rank 0)
+  int log_interval = 50;             // steps between metric lines
+  std::string save_params = "auto";  // HDF5 with /params and /buffers at the end
+  std::string runs_dir = "runs";     // parent of the run folders
+  std::string run_name;              // "" = the job file's stem, else "train"
+  bool overwrite = false;            // an explicit existing metrics/save-params file may be replaced
 };
 
-// argv: the arguments after "train". Throws UsageError (exit 2) on a bad job.
-// Returns false when --help was printed.
-// Boost.Program_options command-line style of every dtrain command: the
-// default without prefix guessing, so `--device` never silently means
-// `--device-memory-gb` (an abbreviation is an unknown option, exit 2).
-int option_style();
-
+// argv: the arguments after "train". Throws UsageError (exit 2) on a bad job
+// (an unknown option or key names the nearest valid one, engine/options.hpp).
+// Returns false when --help was asked for (nothing parsed).
 bool parse_train_args(const std::vector<std::string>& args, TrainConfig& cfg);
 std::string train_help();
 

@@ -1,6 +1,7 @@
 // engine/main.cpp — the dtrain front end: subcommand dispatch, MPI start-up,
-// and the one place where an Error becomes a message and an exit code (and,
-// with several ranks, an MPI_Abort so that no rank hangs).
+// and the one place where an Error becomes a message and an exit code
+// (engine/exit.hpp: a usage error every rank shares is printed once and every
+// rank exits 2; any other failure is printed by its rank, then MPI_Abort).
 #include <mpi.h>
 
 #include <cstdio>
@@ -12,6 +13,7 @@
 #include "core/error.hpp"
 #include "engine/bench_io.hpp"
 #include "engine/commands.hpp"
+#include "engine/exit.hpp"
 #include "engine/report.hpp"
 #include "engine/tune.hpp"
 
@@ -47,30 +49,23 @@ int main(int argc, char** argv) {
   const std::string cmd = argv[1];
   const std::vector<std::string> args(argv + 2, argv + argc);
   const bool mpi = cmd == "train" || cmd == "bench" || cmd == "tune";  // tune: ping-pong
-  int world = 1;
   if (mpi) {
     int provided = 0;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-    int rank = 0;
+    int rank = 0, world = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world);
     if (world > 1) dtrain::set_error_rank(rank);
+    dtrain::engine::exit_init(MPI_COMM_WORLD);
   }
   int code = dtrain::kExitOk;
   try {
     code = run(cmd, args);
-  } catch (const dtrain::Error& e) {
-    std::fprintf(stderr, "dtrain: error: %s\n", e.what());
-    code = e.exit_code();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "dtrain: error: %s\n", e.what());
-    code = dtrain::kExitFailure;
+  } catch (...) {
+    code = dtrain::engine::exit_on_error(std::current_exception());
   }
   std::fflush(stdout);
   std::fflush(stderr);
-  if (mpi) {
-    if (code != dtrain::kExitOk && world > 1) MPI_Abort(MPI_COMM_WORLD, code);
-    MPI_Finalize();
-  }
+  if (mpi) dtrain::engine::exit_finalize();
   return code;
 }

@@ -6,7 +6,7 @@
 // and one per epoch
 //   {"kind":"epoch","epoch","step","test_loss","test_accuracy","epoch_time_s"}.
 // Times are seconds per step averaged over the interval (T_C, exposed T_O,
-// I/O wait); t_comm_total_s is the whole exchange time (hidden + exposed),
+// I/O wait); epochs are numbered from 1, as on stdout; t_comm_total_s is the whole exchange time (hidden + exposed),
 // comm_hidden_fraction = 1 − t_comm_s / t_comm_total_s, io_wait_fraction = the
 // interval's I/O wait ÷ its wall time; images_per_s counts images of all workers.
 #pragma once

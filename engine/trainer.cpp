@@ -30,6 +30,7 @@
 #include "comm/wait.hpp"
 #include "engine/compute.hpp"
 #include "engine/metrics.hpp"
+#include "engine/run_folder.hpp"
 #include "io/batch.hpp"
 #include "io/float_arrays.hpp"
 #include "io/hdf5_dataset.hpp"
@@ -50,6 +51,16 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// A duration for a batch log: "42s", "7m05s", "3h07m".
+std::string clock_text(double s) {
+  const long t = std::lround(std::max(0.0, s));
+  char buf[32];
+  if (t < 60) std::snprintf(buf, sizeof buf, "%lds", t);
+  else if (t < 3600) std::snprintf(buf, sizeof buf, "%ldm%02lds", t / 60, t % 60);
+  else std::snprintf(buf, sizeof buf, "%ldh%02ldm", t / 3600, (t % 3600) / 60);
+  return buf;
 }
 
 int choose_threads(const TrainConfig& cfg, int ranks_here) {
@@ -75,40 +86,6 @@ std::unique_ptr<io::Hdf5Dataset> open_dataset(const std::string& path, const cha
   } catch (const UsageError& e) {
     DT_USAGE("option '", key, "': ", e.what());
   }
-}
-
-// Output files must not overwrite an input, and their folder must be usable
-// BEFORE training starts (so a finished run is never lost to a bad path).
-void check_outputs(const TrainConfig& cfg) {
-  namespace fs = std::filesystem;
-  auto same = [](const std::string& a, const std::string& b) {
-    std::error_code ec;
-    return !a.empty() && !b.empty() && fs::exists(a, ec) && fs::exists(b, ec) && fs::equivalent(a, b, ec);
-  };
-  for (auto [key, out] : {std::pair<const char*, std::string>{"metrics", cfg.metrics}, {"save-params", cfg.save_params}}) {
-    if (out.empty()) continue;
-    for (auto [ikey, in] : {std::pair<const char*, std::string>{"train-data", cfg.train_data}, {"test-data", cfg.test_data}, {"job", cfg.job}})
-      if (same(out, in) || (!in.empty() && fs::absolute(out).lexically_normal() == fs::absolute(in).lexically_normal()))
-        DT_USAGE("option '", key, "': '", out, "' is the same file as option '", ikey, "'; refusing to overwrite an input");
-    std::error_code ec;
-    auto st = fs::symlink_status(out, ec);
-    if (fs::exists(st) && !fs::is_regular_file(st))
-      DT_USAGE("option '", key, "': '", out, "' exists and is not a regular file; refusing to replace it");
-    fs::path parent = fs::path(out).parent_path();
-    if (!parent.empty()) {
-      fs::create_directories(parent, ec);
-      if (!fs::is_directory(parent, ec)) DT_USAGE("option '", key, "': cannot create the folder '", parent.string(), "'");
-    }
-    // Prove the folder takes a new file now (the output is written there at the end).
-    fs::path probe = fs::path(out).string() + ".probe." + std::to_string(::getpid());
-    std::FILE* f = std::fopen(probe.c_str(), "w");
-    if (f == nullptr)
-      DT_USAGE("option '", key, "': cannot create files in '", parent.empty() ? std::string(".") : parent.string(), "'");
-    std::fclose(f);
-    fs::remove(probe, ec);
-  }
-  if (!cfg.metrics.empty() && !cfg.save_params.empty() && std::filesystem::absolute(cfg.metrics).lexically_normal() == std::filesystem::absolute(cfg.save_params).lexically_normal())
-    DT_USAGE("options 'metrics' and 'save-params' name the same file '", cfg.metrics, "'");
 }
 
 // The compute backend of a worker. cuda: the GPU of this rank's local rank
@@ -274,6 +251,26 @@ TrainResult train(const TrainConfig& cfg, MPI_Comm world_comm) {
   so.decay_bias_bn = cfg.decay_bias_bn;
   layers::Sgd sgd(*backend, so, net.param_ranges(), net.num_params());
 
+  const auto fail_at = settings::fail_at_step();
+  const auto fail_rank = settings::fail_rank();
+  if (fail_rank && (*fail_rank < 0 || *fail_rank >= world_size))
+    DT_USAGE("DTRAIN_FAIL_RANK=", *fail_rank, " is not a rank of this ", world_size, "-rank job");
+
+  if (world_size == 1 && cfg.mode != "allreduce")
+    DT_USAGE("option 'mode': ", cfg.mode, " needs parameter-server ranks; this job has 1 rank");
+
+  // Validation ends here. Every rank passed it before rank 0 writes anything
+  // (a rank that failed is in the exit agreement, engine/exit.hpp, and never
+  // reaches this barrier: the job ends without a run folder).
+  DT_CHECK_MPI(MPI_Barrier(world_comm));
+  TrainResult result;
+  RunOutputs out;
+  if (rank == 0) {
+    out = make_outputs(cfg);
+    result.metrics_path = out.metrics;
+    result.run_dir = out.dir;
+  }
+
   // The exchange exists whenever there is more than one rank.
   std::unique_ptr<comm::Exchange> ex;
   if (world_size > 1) {
@@ -297,15 +294,10 @@ TrainResult train(const TrainConfig& cfg, MPI_Comm world_comm) {
     ex = std::make_unique<comm::Exchange>(topo, eo, net.num_params());
     with_host_copy(*backend, net.params().data(), net.num_params(), /*write_back=*/true,
                    [&](float* p) { ex->broadcast_params(p); });
-  } else if (cfg.mode != "allreduce") {
-    DT_USAGE("option 'mode': ", cfg.mode, " needs parameter-server ranks; this job has 1 rank");
   }
 
-  TrainResult result;
   if (topo.is_server()) {
     // The server applies the same SGD (momentum state here) to the slices it owns.
-    const auto fail_at = settings::fail_at_step();
-    const auto fail_rank = settings::fail_rank();
     ex->serve(net.params().data(), [&](float* p, const float* g, size_t b, size_t e, int64_t step) {
       if (fail_at && *fail_at == step && fail_rank && *fail_rank == rank)
         DT_FAIL("injected failure at step ", step, " on parameter server ", topo.server_index(), " (DTRAIN_FAIL_AT_STEP)");
@@ -316,8 +308,9 @@ TrainResult train(const TrainConfig& cfg, MPI_Comm world_comm) {
   }
 
   // The loader: prefetches this worker's batches in step order (I/O hidden under compute).
-  int64_t planned = spe * cfg.epochs;
-  if (cfg.max_steps > 0) planned = std::min(planned, cfg.max_steps);
+  // Steps and epochs this run will take: the schedule's total (max-steps applied).
+  const int64_t planned = sched.total_steps;
+  const int planned_epochs = static_cast<int>((planned + spe - 1) / spe);
   io::PrefetchOptions po;
   po.threads = cfg.loader_threads > 0 ? cfg.loader_threads : io::default_loader_threads(topo.ranks_on_host());
   po.depth = cfg.loader_depth;
@@ -332,7 +325,7 @@ TrainResult train(const TrainConfig& cfg, MPI_Comm world_comm) {
     po.allocator.release = [&be](void* p) { be.host_free(p); };
   }
   io::Prefetcher loader(train_set, io::Sampler(n_train, workers, worker, cfg.minibatch, static_cast<uint64_t>(cfg.seed)), po);
-  MetricsWriter metrics(rank == 0 ? cfg.metrics : std::string());
+  MetricsWriter metrics(out.metrics);
   if (rank == 0)
     log::info("dtrain: model ", cfg.model, " (", net.num_params(), " parameters), ", n_train,
               " training samples, minibatch ", cfg.minibatch, " × ", workers, " worker(s), ", spe,
@@ -340,15 +333,12 @@ TrainResult train(const TrainConfig& cfg, MPI_Comm world_comm) {
               topo.describe(), world_size > 1 ? std::string(", mode ") + cfg.mode : std::string(),
               ex && !ex->node_reducer().empty() ? ", intra-node reducer " + ex->node_reducer() : std::string(),
               cuda_device >= 0 ? ", GPU " + std::to_string(cuda_device) + " (rank 0)" : std::string());
+  if (rank == 0 && !out.dir.empty()) log::info("dtrain: run folder ", out.dir);
 
   const int b = cfg.minibatch;
   StepBuffers dev(*backend, b, in, k);
   // Gradients are of the global-batch mean loss: the workers' sum is the 1-process gradient.
   const float loss_scale = 1.0f / static_cast<float>(global_batch);
-  const auto fail_at = settings::fail_at_step();
-  const auto fail_rank = settings::fail_rank();
-  if (fail_rank && (*fail_rank < 0 || *fail_rank >= world_size))
-    DT_USAGE("DTRAIN_FAIL_RANK=", *fail_rank, " is not a rank of this ", world_size, "-rank job");
   const layers::GradReadyFn on_ready =
       ex ? layers::GradReadyFn([&](size_t begin, size_t end) { ex->grads_ready(begin, end); }) : layers::GradReadyFn();
 
@@ -397,7 +387,8 @@ TrainResult train(const TrainConfig& cfg, MPI_Comm world_comm) {
       interval_loss += loss;
       ++interval_steps;
       ++step;
-      if (interval_steps == cfg.log_interval || s == spe - 1) {
+      const bool last_step = s == spe - 1 || (cfg.max_steps > 0 && step >= cfg.max_steps);
+      if (interval_steps == cfg.log_interval || last_step) {
         double dt = seconds_since(interval_start);
         double ips = static_cast<double>(interval_steps * global_batch) / dt;
         double mean_loss = interval_loss / interval_steps;
@@ -409,15 +400,18 @@ TrainResult train(const TrainConfig& cfg, MPI_Comm world_comm) {
         result.last_loss = mean_loss;
         if (rank == 0) {
           double hidden = t_comm_busy > 0 ? 1.0 - t_comm / t_comm_busy : 0.0;
-          metrics.write({{"kind", "step"}, {"step", step}, {"epoch", epoch}, {"loss", mean_loss}, {"lr", lr},
+          metrics.write({{"kind", "step"}, {"step", step}, {"epoch", epoch + 1}, {"loss", mean_loss}, {"lr", lr},
                          {"images_per_s", ips}, {"t_compute_s", t_compute / interval_steps},
                          {"t_comm_s", t_comm / interval_steps}, {"t_io_wait_s", t_io / interval_steps},
                          {"t_comm_total_s", t_comm_busy / interval_steps}, {"comm_hidden_fraction", hidden},
                          {"io_wait_fraction", t_io / dt}});
-          std::printf("epoch %d step %lld/%lld loss %.4f lr %.4g %.0f img/s (T_C %.2f ms, comm %.2f ms exposed of %.2f, io wait %.2f ms = %.1f%%)\n",
-                      epoch + 1, static_cast<long long>(s + 1), static_cast<long long>(spe), mean_loss, lr, ips,
+          const double elapsed = seconds_since(run_start);
+          const double eta = step > 0 ? elapsed / static_cast<double>(step) * static_cast<double>(planned - step) : 0.0;
+          std::printf("epoch %d/%d step %lld/%lld loss %.4f lr %.4g %.0f img/s (T_C %.2f ms, comm %.2f ms exposed of %.2f, io wait %.2f ms = %.1f%%) elapsed %s ETA %s\n",
+                      epoch + 1, planned_epochs, static_cast<long long>(s + 1), static_cast<long long>(spe), mean_loss, lr, ips,
                       1e3 * t_compute / interval_steps, 1e3 * t_comm / interval_steps,
-                      1e3 * t_comm_busy / interval_steps, 1e3 * t_io / interval_steps, 100.0 * t_io / dt);
+                      1e3 * t_comm_busy / interval_steps, 1e3 * t_io / interval_steps, 100.0 * t_io / dt,
+                      clock_text(elapsed).c_str(), clock_text(eta).c_str());
           std::fflush(stdout);
         }
         interval_loss = t_compute = t_io = t_comm = t_comm_busy = 0;
@@ -442,7 +436,7 @@ TrainResult train(const TrainConfig& cfg, MPI_Comm world_comm) {
       result.test_loss = e.loss;
       result.test_accuracy = e.accuracy;
       if (rank == 0) {
-        metrics.write({{"kind", "epoch"}, {"epoch", epoch}, {"step", step}, {"test_loss", e.loss},
+        metrics.write({{"kind", "epoch"}, {"epoch", epoch + 1}, {"step", step}, {"test_loss", e.loss},
                        {"test_accuracy", e.accuracy}, {"epoch_time_s", epoch_time}});
         std::printf("epoch %d done in %.1f s: test accuracy %.2f%% test loss %.4f\n", epoch + 1, epoch_time,
                     100.0 * e.accuracy, e.loss);
@@ -456,11 +450,11 @@ TrainResult train(const TrainConfig& cfg, MPI_Comm world_comm) {
   result.seconds = seconds_since(run_start);
   result.images_per_s = static_cast<double>(step * global_batch) / train_seconds;
 
-  if (!cfg.save_params.empty() && rank == 0) {
+  if (!out.save_params.empty() && rank == 0) {
     const size_t nb = static_cast<size_t>(net.buffers().numel());
     with_host_copy(*backend, net.params().data(), net.num_params(), false, [&](float* p) {
       with_host_copy(*backend, net.buffers().data(), nb, false, [&](float* bufs) {
-        io::save_float_arrays(cfg.save_params, {{"params", {p, net.num_params()}}, {"buffers", {bufs, nb}}});
+        io::save_float_arrays(out.save_params, {{"params", {p, net.num_params()}}, {"buffers", {bufs, nb}}});
       });
     });
   }

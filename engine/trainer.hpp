@@ -14,6 +14,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "engine/config.hpp"
@@ -29,6 +30,8 @@ struct TrainResult {
   double images_per_s = 0;     // training throughput, evaluation excluded (all workers)
   double seconds = 0;          // wall time of the loop, evaluation included
   bool server = false;         // this rank was a parameter server
+  std::string metrics_path;    // rank 0: the metrics file written ("" = none)
+  std::string run_dir;         // rank 0: the run folder ("" = none, engine/run_folder.hpp)
 };
 
 // Runs the job on this rank of `world` (collective: every rank calls it).

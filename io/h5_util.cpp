@@ -10,6 +10,7 @@
 #include <system_error>
 
 #include "core/error.hpp"
+#include "core/format.hpp"
 
 namespace dtrain::io {
 
@@ -66,7 +67,7 @@ H5Id make_fapl_no_locking() {
 H5Id open_h5_read_only(const std::string& path) {
   quiet_h5_errors();
   std::error_code ec;
-  if (!fs::exists(path, ec)) DT_USAGE(path, ": no such file");
+  if (!fs::exists(path, ec)) DT_USAGE(format::missing_path(path), ": no such file");
   if (fs::is_directory(path, ec)) DT_USAGE(path, ": is a directory, not an HDF5 file");
   htri_t is_h5 = H5Fis_hdf5(path.c_str());
   if (is_h5 < 0) DT_USAGE(path, ": cannot read file", h5_error_suffix());

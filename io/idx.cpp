@@ -9,6 +9,7 @@
 #include <system_error>
 
 #include "core/error.hpp"
+#include "core/format.hpp"
 #include "io/hdf5_dataset.hpp"
 
 namespace dtrain::io {
@@ -23,7 +24,7 @@ class GzFile {
  public:
   explicit GzFile(const std::string& path) : path_(path) {
     std::error_code ec;
-    if (!std::filesystem::is_regular_file(path, ec)) DT_USAGE(path, ": no such file");
+    if (!std::filesystem::is_regular_file(path, ec)) DT_USAGE(format::missing_path(path), ": no such file");
     f_ = gzopen(path.c_str(), "rb");
     if (!f_) DT_USAGE(path, ": cannot open");
     gzbuffer(f_, 1 << 20);

@@ -7,10 +7,10 @@ run() {
   "$DTRAIN" train --job "$SRC/jobs/fashion_lenet.ini" --train-data "$D/fashion-mnist-train.h5" \
     --test-data "" --metrics "" --max-steps 40 --log-interval 20 --seed "$1" --save-params "$2"
 }
-run 5 "$WORK/det_a.h5"
-run 5 "$WORK/det_b.h5"
-run 6 "$WORK/det_c.h5"
-h5diff "$WORK/det_a.h5" "$WORK/det_b.h5" /params || fail "same seed, different parameters"
-h5diff -q "$WORK/det_a.h5" "$WORK/det_b.h5" /buffers || fail "same seed, different buffers"
-if h5diff -q "$WORK/det_a.h5" "$WORK/det_c.h5" /params; then fail "different seeds gave the same parameters"; fi
+run 5 "$SCRATCH/det_a.h5"
+run 5 "$SCRATCH/det_b.h5"
+run 6 "$SCRATCH/det_c.h5"
+h5diff "$SCRATCH/det_a.h5" "$SCRATCH/det_b.h5" /params || fail "same seed, different parameters"
+h5diff -q "$SCRATCH/det_a.h5" "$SCRATCH/det_b.h5" /buffers || fail "same seed, different buffers"
+if h5diff -q "$SCRATCH/det_a.h5" "$SCRATCH/det_c.h5" /params; then fail "different seeds gave the same parameters"; fi
 echo "ok: bitwise identical with seed 5, different with seed 6"

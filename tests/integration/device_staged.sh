@@ -9,8 +9,7 @@
 # where it cannot run (a build without CUDA, or no GPU visible).
 source "$(dirname "$0")/lib.sh"
 D="$WORK/data"
-W="$WORK/staged"
-mkdir -p "$W"
+W="$SCRATCH"
 export OMP_NUM_THREADS=1
 common=(--train-data "$D/fashion-mnist-train.h5" --test-data "$D/fashion-mnist-test.h5" --max-test-samples 8
         --eval-minibatch 4 --log-interval 2 --threads 1 --reference-kernels true --metrics "")

@@ -11,8 +11,7 @@
 # a difference of kernels, not of the exchange under test.
 source "$(dirname "$0")/lib.sh"
 D="$WORK/data"
-W="$WORK/dist"
-mkdir -p "$W"
+W="$SCRATCH"
 common=(--job "$SRC/jobs/fashion_lenet.ini" --train-data "$D/fashion-mnist-train.h5"
         --test-data "$D/fashion-mnist-test.h5" --max-test-samples 10 --eval-minibatch 4
         --max-steps 20 --log-interval 10 --threads 1 --lr-schedule constant --warmup-epochs 0

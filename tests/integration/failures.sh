@@ -11,7 +11,14 @@ out=$(DTRAIN_FAIL_AT_STEP=5 DTRAIN_FAIL_RANK=2 timeout 120 mpirun -np 5 --oversu
       "$DTRAIN" train "${args[@]}" --minibatch 16 --mode hybrid --ps 1 --ranks-per-node 2 2>&1) && fail "job succeeded: $out"
 took=$(( $(date +%s) - start ))
 echo "$out" | tail -5
-grep -q "rank 2: .*injected failure at step 5" <<<"$out" || fail "message does not name rank 2 and the cause"
+host=$(hostname)
+grep -q "rank 2 on $host: .*injected failure at step 5" <<<"$out" || fail "message does not name rank 2, its host and the cause"
+n=$(grep -c "dtrain: error:" <<<"$out" || true)
+[ "$n" = 1 ] || fail "the failure was printed $n times, wanted once: $out"
+# Printed first: before Open MPI's abort banner.
+msg_line=$(grep -n "dtrain: error:" <<<"$out" | head -1 | cut -d: -f1)
+banner_line=$(grep -n "MPI_ABORT was invoked" <<<"$out" | head -1 | cut -d: -f1)
+[ -z "$banner_line" ] || [ "$msg_line" -lt "$banner_line" ] || fail "the message came after the abort banner: $out"
 [ "$took" -le 30 ] || fail "the job took $took s to stop"
 sleep 1
 if pgrep -f "$DTRAIN train" >/dev/null; then fail "processes left behind: $(pgrep -af "$DTRAIN train")"; fi
@@ -19,7 +26,7 @@ echo "ok: stopped in $took s"
 # A parameter server that throws inside its update ends the job too.
 out=$(DTRAIN_FAIL_AT_STEP=3 DTRAIN_FAIL_RANK=4 timeout 120 mpirun -np 5 --oversubscribe --bind-to none \
       "$DTRAIN" train "${args[@]}" --minibatch 16 --mode hybrid --ps 1 --ranks-per-node 2 2>&1) && fail "job succeeded: $out"
-grep -q "rank 4: .*injected failure at step 3 on parameter server 0" <<<"$out" || fail "server failure not reported: $out"
+grep -q "rank 4 on $host: .*injected failure at step 3 on parameter server 0" <<<"$out" || fail "server failure not reported: $out"
 sleep 1
 if pgrep -f "$DTRAIN train" >/dev/null; then fail "processes left behind after a server failure"; fi
 echo "ok: a failing server ended the job"
@@ -29,23 +36,26 @@ expect_exit 2 "ps" -- mpirun -np 2 --oversubscribe "$DTRAIN" train "${args[@]}" 
 expect_exit 2 "ranks-per-node" -- mpirun -np 4 --oversubscribe "$DTRAIN" train "${args[@]}" --mode hybrid --ps 1 --ranks-per-node 2
 # Outputs are checked before training: an existing non-file, an unwritable folder.
 expect_exit 2 "not a regular file" -- "$DTRAIN" train "${args[@]}" --save-params /dev/null
-mkdir -p "$WORK/ro" && chmod 555 "$WORK/ro"
-if [ "$(id -u)" != 0 ]; then expect_exit 2 "cannot create files" -- "$DTRAIN" train "${args[@]}" --save-params "$WORK/ro/p.h5"; fi
+# An output under a regular file fails for root too (permissions do not stop root).
+touch afile
+expect_exit 2 "'$SCRATCH/afile' is not a folder" -- "$DTRAIN" train "${args[@]}" --save-params afile/sub/p.h5
+expect_exit 2 "is not a folder" -- "$DTRAIN" train "${args[@]}" --runs-dir afile/runs --save-params auto
 expect_exit 2 "cannot create files" -- "$DTRAIN" train "${args[@]}" --save-params /proc/p.h5
+if [ -e afile/sub ]; then fail "a refused output created a folder"; fi
 # srun with a mismatched PMI starts N singletons: each sees world size 1.
 expect_exit 2 "SLURM_NTASKS" -- env SLURM_NTASKS=4 "$DTRAIN" train "${args[@]}"
 # A rank that stalls (SIGSTOP) instead of dying: the others give up after
 # --comm-timeout and abort the job; nothing hangs, nothing is left behind.
 start=$(date +%s)
 ( set +e; mpirun -np 5 --oversubscribe --bind-to none "$DTRAIN" train "${args[@]}" --minibatch 16 --mode hybrid --ps 1 \
-    --ranks-per-node 2 --comm-timeout 5 > "$WORK/stall.log" 2>&1; echo "rc=$?" >> "$WORK/stall.log" ) &
+    --ranks-per-node 2 --comm-timeout 5 > "$SCRATCH/stall.log" 2>&1; echo "rc=$?" >> "$SCRATCH/stall.log" ) &
 job=$!
 server=""
 for _ in $(seq 1 100); do  # find world rank 4 (the server) once it runs
   for p in $(pgrep -f "$DTRAIN train"); do
     tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=4" && server=$p
   done
-  [ -n "$server" ] && grep -q "steps/epoch" "$WORK/stall.log" 2>/dev/null && break
+  [ -n "$server" ] && grep -q "steps/epoch" "$SCRATCH/stall.log" 2>/dev/null && break
   sleep 0.2
 done
 [ -n "$server" ] || fail "server rank not found"
@@ -53,8 +63,8 @@ sleep 1
 kill -STOP "$server"
 wait "$job" || true
 took=$(( $(date +%s) - start ))
-grep -q "did not complete within 5 s" "$WORK/stall.log" || fail "no timeout message: $(tail -5 "$WORK/stall.log")"
-grep -q "^rc=0" "$WORK/stall.log" && fail "a stalled job exited 0"
+grep -q "did not complete within 5 s" "$SCRATCH/stall.log" || fail "no timeout message: $(tail -5 "$SCRATCH/stall.log")"
+grep -q "^rc=0" "$SCRATCH/stall.log" && fail "a stalled job exited 0"
 [ "$took" -le 60 ] || fail "the stalled job took $took s to end"
 sleep 1
 if pgrep -f "$DTRAIN train" >/dev/null; then pkill -KILL -f "$DTRAIN train"; fail "processes left behind after a stall"; fi

@@ -3,8 +3,7 @@
 # epoch; checks the metrics file (DESIGN.md §5) and that it learned.
 source "$(dirname "$0")/lib.sh"
 D="$WORK/data"
-M="$WORK/short/metrics.jsonl"
-rm -f "$M"
+M="$SCRATCH/metrics.jsonl"
 mpirun -np 1 "$DTRAIN" train --job "$SRC/jobs/fashion_lenet.ini" \
   --train-data "$D/fashion-mnist-train.h5" --test-data "$D/fashion-mnist-test.h5" \
   --max-train-samples 12000 --max-test-samples 2000 --epochs 1 --log-interval 50 --metrics "$M"

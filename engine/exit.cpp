@@ -1,0 +1,97 @@
+// engine/exit.cpp — the exit protocol of engine/exit.hpp.
+#include "engine/exit.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+
+#include "core/error.hpp"
+
+namespace dtrain::engine {
+
+namespace {
+MPI_Comm g_exit_comm = MPI_COMM_NULL;
+int g_rank = 0, g_size = 1;
+
+void flush_all() {
+  std::fflush(stdout);
+  std::fflush(stderr);
+}
+
+void print(const std::string& msg) {
+  std::fprintf(stderr, "dtrain: error: %s\n", msg.c_str());
+  flush_all();
+}
+
+// True when every rank of the world joined the agreement within timeout_s;
+// *lowest = the lowest rank among them (then 0).
+bool agree_all_failed(double timeout_s, int* lowest) {
+  int mine = g_rank;
+  MPI_Request req = MPI_REQUEST_NULL;
+  if (MPI_Iallreduce(&mine, lowest, 1, MPI_INT, MPI_MIN, g_exit_comm, &req) != MPI_SUCCESS) return false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  for (;;) {
+    int done = 0;
+    if (MPI_Test(&req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return false;
+    if (done) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+}  // namespace
+
+void exit_init(MPI_Comm world) {
+  MPI_Comm_rank(world, &g_rank);
+  MPI_Comm_size(world, &g_size);
+  MPI_Comm_dup(world, &g_exit_comm);
+}
+
+int exit_on_error(std::exception_ptr e, double agreement_timeout_s) {
+  std::string what;
+  int code = kExitFailure;
+  bool usage = false;
+  try {
+    std::rethrow_exception(e);
+  } catch (const UsageError& u) {
+    what = u.what();
+    code = u.exit_code();
+    usage = true;
+  } catch (const Error& x) {
+    what = x.what();
+    code = x.exit_code();
+  } catch (const std::exception& x) {
+    what = rank_prefix() + x.what();
+  } catch (...) {
+    what = rank_prefix() + "unknown exception";
+  }
+  if (g_exit_comm == MPI_COMM_NULL || g_size == 1) {
+    print(what);
+    return code;
+  }
+  if (usage) {
+    int lowest = -1;
+    if (agree_all_failed(agreement_timeout_s, &lowest)) {
+      if (g_rank == lowest) print(what);
+      flush_all();
+      return code;  // every rank: MPI_Finalize, exit 2
+    }
+    print(rank_prefix() + what + " (this rank only; the others went on)");
+  } else {
+    print(what);
+  }
+  // Let mpirun forward the message before its abort banner.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  MPI_Abort(MPI_COMM_WORLD, code);
+  return code;  // not reached
+}
+
+void exit_finalize() {
+  if (g_exit_comm != MPI_COMM_NULL) MPI_Comm_free(&g_exit_comm);
+  int init = 0, fin = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  if (init && !fin) MPI_Finalize();
+}
+
+}  // namespace dtrain::engine

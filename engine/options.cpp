@@ -1,0 +1,84 @@
+// engine/options.cpp — see options.hpp.
+#include "engine/options.hpp"
+
+#include <algorithm>
+
+#include "core/error.hpp"
+
+namespace dtrain::engine {
+
+namespace {
+
+// Optimal string alignment distance (Damerau–Levenshtein with adjacent transpositions).
+size_t edit_distance(const std::string& a, const std::string& b) {
+  const size_t n = a.size(), m = b.size();
+  std::vector<std::vector<size_t>> d(n + 1, std::vector<size_t>(m + 1));
+  for (size_t i = 0; i <= n; ++i) d[i][0] = i;
+  for (size_t j = 0; j <= m; ++j) d[0][j] = j;
+  for (size_t i = 1; i <= n; ++i)
+    for (size_t j = 1; j <= m; ++j) {
+      const size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  return d[n][m];
+}
+
+std::string strip_dashes(std::string s) {
+  s.erase(0, s.find_first_not_of('-'));
+  auto eq = s.find('=');  // "--minibtach=16"
+  if (eq != std::string::npos) s.erase(eq);
+  return s;
+}
+
+}  // namespace
+
+int option_style() {
+  return po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
+}
+
+std::string nearest_option(const std::string& name, const po::options_description& desc) {
+  const std::string want = strip_dashes(name);
+  if (want.empty()) return {};
+  std::string best;
+  size_t best_d = static_cast<size_t>(-1);
+  for (const auto& opt : desc.options()) {
+    const std::string& cand = opt->long_name();
+    if (cand.empty()) continue;
+    size_t d = edit_distance(want, cand);
+    // A prefix of a real option (an abbreviation, refused) is close too.
+    if (cand.size() > want.size() && cand.compare(0, want.size(), want) == 0 && want.size() >= 3) d = std::min<size_t>(d, 1);
+    if (d < best_d) {
+      best_d = d;
+      best = cand;
+    }
+  }
+  const size_t limit = std::max<size_t>(2, (want.size() + 2) / 3);
+  return best_d <= limit ? best : std::string();
+}
+
+void rethrow_usage(const po::error& e, const std::string& where, const po::options_description& desc, bool job_file) {
+  std::string hint;
+  if (const auto* u = dynamic_cast<const po::unknown_option*>(&e)) {
+    const std::string near = nearest_option(u->get_option_name(), desc);
+    if (!near.empty()) hint = job_file ? " (did you mean key '" + near + "'?)" : " (did you mean --" + near + "?)";
+  }
+  DT_USAGE(where, e.what(), hint);
+}
+
+po::variables_map parse_command_line(const std::vector<std::string>& args, const po::options_description& desc,
+                                     const std::string& where, const po::positional_options_description* pos) {
+  po::variables_map vm;
+  try {
+    auto p = po::command_line_parser(args).options(desc).style(option_style());
+    if (pos) p.positional(*pos);
+    po::store(p.run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    rethrow_usage(e, where, desc);
+  }
+  return vm;
+}
+
+}  // namespace dtrain::engine

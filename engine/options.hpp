@@ -1,0 +1,39 @@
+// engine/options.hpp — the one command-line reader of every dtrain subcommand
+// (Boost.Program_options), so that they all behave alike:
+//   * no prefix guessing: `--device` never silently means `--device-memory-gb`,
+//     an abbreviation is an unknown option (exit 2);
+//   * an unknown option or job-file key names the nearest valid one
+//     ("unrecognised option '--minibtach' (did you mean --minibatch?)"), by
+//     Damerau–Levenshtein distance (adjacent transpositions count 1), when
+//     it is within a third of the name's length;
+//   * every po::error becomes a UsageError (exit 2) prefixed with where it
+//     came from ("dtrain bench comm: ", "job file 'x.ini': ").
+#pragma once
+
+#include <boost/program_options.hpp>
+#include <string>
+#include <vector>
+
+namespace dtrain::engine {
+
+namespace po = boost::program_options;
+
+// Boost.Program_options style of every dtrain command: the default without guessing.
+int option_style();
+
+// The nearest long option name of `desc` to `name` (leading dashes ignored), or
+// "" when none is close enough.
+std::string nearest_option(const std::string& name, const po::options_description& desc);
+
+// Throws UsageError("<where><boost's message>[ (did you mean --x?)]"). With
+// job_file, the suggestion is spelled as a key ("did you mean key 'x'?").
+[[noreturn]] void rethrow_usage(const po::error& e, const std::string& where,
+                                const po::options_description& desc, bool job_file = false);
+
+// store + notify of a command line, through rethrow_usage on any error.
+// where: e.g. "dtrain report: ".
+po::variables_map parse_command_line(const std::vector<std::string>& args, const po::options_description& desc,
+                                     const std::string& where,
+                                     const po::positional_options_description* pos = nullptr);
+
+}  // namespace dtrain::engine

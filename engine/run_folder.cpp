@@ -1,0 +1,149 @@
+// engine/run_folder.cpp — see run_folder.hpp.
+#include "engine/run_folder.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <sys/stat.h>
+
+#include "core/error.hpp"
+#include "core/format.hpp"
+
+namespace dtrain::engine {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+bool is_auto(const std::string& v) { return v == kAutoOutput; }
+
+// The nearest folder at or above `p` that exists. Throws UsageError when a
+// component on the way is not a folder (e.g. an output under a regular file).
+fs::path nearest_existing_folder(const fs::path& p, const char* key, const std::string& shown) {
+  fs::path a = fs::absolute(p).lexically_normal();
+  std::error_code ec;
+  while (!a.empty()) {
+    auto st = fs::status(a, ec);
+    if (fs::exists(st)) {
+      if (!fs::is_directory(st))
+        DT_USAGE("option '", key, "': '", shown, "' cannot be created: '", a.string(), "' is not a folder");
+      return a;
+    }
+    if (a == a.root_path()) break;
+    a = a.parent_path();
+  }
+  return fs::current_path();
+}
+
+// Proves that `dir` takes a new file now, leaving nothing behind.
+void probe_writable(const fs::path& dir, const char* key, const std::string& shown) {
+  fs::path probe = dir / (".dtrain-probe." + std::to_string(::getpid()));
+  std::FILE* f = std::fopen(probe.c_str(), "w");
+  if (f == nullptr)
+    DT_USAGE("option '", key, "': '", shown, "' cannot be written: cannot create files in '", dir.string(), "' (",
+             std::strerror(errno), ")");
+  std::fclose(f);
+  std::error_code ec;
+  fs::remove(probe, ec);
+}
+
+bool same_file(const std::string& a, const std::string& b) {
+  if (a.empty() || b.empty()) return false;
+  std::error_code ec;
+  if (fs::exists(a, ec) && fs::exists(b, ec) && fs::equivalent(a, b, ec)) return true;
+  return fs::absolute(a).lexically_normal() == fs::absolute(b).lexically_normal();
+}
+
+// An explicit output file: not an input, not an existing file (unless overwrite), a folder that takes it.
+void check_explicit(const TrainConfig& cfg, const char* key, const std::string& out) {
+  for (auto [ikey, in] : {std::pair<const char*, std::string>{"train-data", cfg.train_data},
+                          {"test-data", cfg.test_data}, {"job", cfg.job}})
+    if (same_file(out, in))
+      DT_USAGE("option '", key, "': '", out, "' is the same file as option '", ikey, "'; refusing to overwrite an input");
+  std::error_code ec;
+  auto st = fs::symlink_status(out, ec);
+  if (fs::exists(st)) {
+    if (!fs::is_regular_file(st))
+      DT_USAGE("option '", key, "': '", out, "' exists and is not a regular file; refusing to replace it");
+    if (!cfg.overwrite)
+      DT_USAGE("option '", key, "': '", out, "' exists (an earlier run's output?); refusing to overwrite it. Choose "
+               "another file, leave the option out (each run then writes into its own run folder), or pass "
+               "--overwrite true");
+  }
+  fs::path parent = fs::path(out).parent_path();
+  probe_writable(nearest_existing_folder(parent.empty() ? fs::path(".") : parent, key, out), key, out);
+}
+
+fs::path run_parent(const TrainConfig& cfg) { return fs::path(cfg.runs_dir) / run_name(cfg); }
+
+}  // namespace
+
+std::string run_name(const TrainConfig& cfg) {
+  if (!cfg.run_name.empty()) return cfg.run_name;
+  if (!cfg.job.empty()) return fs::path(cfg.job).stem().string();
+  return "train";
+}
+
+void check_outputs(const TrainConfig& cfg) {
+  const bool any_auto = is_auto(cfg.metrics) || is_auto(cfg.save_params);
+  if (!is_auto(cfg.metrics) && !cfg.metrics.empty()) check_explicit(cfg, "metrics", cfg.metrics);
+  if (!is_auto(cfg.save_params) && !cfg.save_params.empty()) check_explicit(cfg, "save-params", cfg.save_params);
+  if (!cfg.metrics.empty() && !is_auto(cfg.metrics) && same_file(cfg.metrics, cfg.save_params))
+    DT_USAGE("options 'metrics' and 'save-params' name the same file '", cfg.metrics, "'");
+  if (any_auto) {
+    const std::string name = run_name(cfg);
+    if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos)
+      DT_USAGE("option 'run-name': '", name, "' is not a plain folder name");
+    if (cfg.runs_dir.empty())
+      DT_USAGE("option 'runs-dir': is empty but an output is left at its default (auto) run folder; give a folder, "
+               "or set the outputs explicitly (--metrics F / --save-params F, \"\" for none)");
+    const std::string shown = run_parent(cfg).string();
+    probe_writable(nearest_existing_folder(run_parent(cfg), "runs-dir", shown), "runs-dir", shown);
+  }
+}
+
+RunOutputs make_outputs(const TrainConfig& cfg) {
+  RunOutputs o;
+  o.metrics = is_auto(cfg.metrics) ? std::string() : cfg.metrics;
+  o.save_params = is_auto(cfg.save_params) ? std::string() : cfg.save_params;
+  std::error_code ec;
+  for (const std::string& f : {o.metrics, o.save_params}) {
+    fs::path parent = fs::path(f).parent_path();
+    if (!f.empty() && !parent.empty() && !fs::create_directories(parent, ec) && ec)
+      DT_FAIL("cannot create the folder '", parent.string(), "': ", ec.message());
+  }
+  if (!is_auto(cfg.metrics) && !is_auto(cfg.save_params)) return o;
+
+  const fs::path parent = run_parent(cfg);
+  fs::create_directories(parent, ec);
+  if (ec) DT_FAIL("cannot create the runs folder '", parent.string(), "': ", ec.message());
+  long next = 1;
+  for (const auto& e : fs::directory_iterator(parent, ec)) {
+    const std::string n = e.path().filename().string();
+    if (n.empty() || n.find_first_not_of("0123456789") != std::string::npos || n.size() > 9) continue;
+    next = std::max(next, std::stol(n) + 1);
+  }
+  fs::path dir;
+  for (;; ++next) {  // mkdir is the lock: a number taken by a run started at the same time is skipped
+    dir = parent / std::to_string(next);
+    if (::mkdir(dir.c_str(), 0777) == 0) break;
+    if (errno != EEXIST) DT_FAIL("cannot create the run folder '", dir.string(), "': ", std::strerror(errno));
+  }
+  // latest → n, replaced atomically (a relative link, so the folder can be moved).
+  const fs::path tmp = parent / (".latest." + std::to_string(::getpid()));
+  fs::remove(tmp, ec);
+  if (::symlink(std::to_string(next).c_str(), tmp.c_str()) != 0 || ::rename(tmp.c_str(), (parent / "latest").c_str()) != 0) {
+    fs::remove(tmp, ec);
+    DT_FAIL("cannot point '", (parent / "latest").string(), "' at the run folder: ", std::strerror(errno));
+  }
+  o.dir = dir.string();
+  if (is_auto(cfg.metrics)) o.metrics = (dir / "metrics.jsonl").string();
+  if (is_auto(cfg.save_params)) o.save_params = (dir / "params.h5").string();
+  return o;
+}
+
+}  // namespace dtrain::engine

@@ -1,0 +1,48 @@
+// engine/run_folder.hpp — where a training run writes, and the promise that it
+// never overwrites an earlier run's files (DESIGN.md §5 "Outputs").
+//
+// By default every run gets its own folder: RUNS_DIR/<run-name>/<n>/ with n =
+// 1, 2, … (one more than the largest number there; made with mkdir, so two
+// runs started at once never share one), and RUNS_DIR/<run-name>/latest, a
+// relative symbolic link to the newest (replaced atomically by rename). It
+// holds metrics.jsonl (step and epoch records, then the run record line that
+// `dtrain report` reads) and params.h5 (the final parameters). <run-name> is
+// the job file's name without .ini ("fashion_lenet"), or "train" without one.
+//
+// An output given explicitly (--metrics F, --save-params F) goes to F instead;
+// an F that exists is refused (exit 2, naming the key and the file) unless
+// --overwrite true. "" turns an output off. A run folder is made only when at
+// least one output is left at its default ("auto").
+//
+// Nothing is written before validation: check_outputs() only looks (and
+// proves the nearest existing folder takes a file by creating and removing a
+// probe there); make_outputs() — called by rank 0 once every rank has passed
+// validation — creates the folders.
+#pragma once
+
+#include <string>
+
+#include "engine/config.hpp"
+
+namespace dtrain::engine {
+
+inline constexpr const char* kAutoOutput = "auto";
+
+struct RunOutputs {
+  std::string dir;          // the run folder ("" when every output is explicit or off)
+  std::string metrics;      // "" = none
+  std::string save_params;  // "" = none
+};
+
+// The run name: cfg.run_name, else the job file's stem, else "train".
+std::string run_name(const TrainConfig& cfg);
+
+// Validation only (throws UsageError naming the key and the file). Every rank may call it.
+void check_outputs(const TrainConfig& cfg);
+
+// Creates the run folder and the parent folders of explicit outputs; returns
+// the resolved paths. Throws Error when the file system refuses (after a
+// successful check_outputs: a race or a full disk).
+RunOutputs make_outputs(const TrainConfig& cfg);
+
+}  // namespace dtrain::engine

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# A new user's first hour (issue 11): one clear message per failure under
+# mpirun, every rank exiting 2 on a usage error without MPI_Abort; "did you
+# mean" for a misspelt option or job-file key; missing relative paths named
+# with their folder; each run in its own numbered folder, an earlier run's
+# files never touched, nothing created by a start that fails validation.
+source "$(dirname "$0")/lib.sh"
+D="$WORK/data"
+J="$SRC/jobs/fashion_lenet.ini"
+data=(--train-data "$D/fashion-mnist-train.h5" --test-data "$D/fashion-mnist-test.h5" --max-test-samples 500)
+
+# 1. A usage error that every rank detects: printed once, every rank exits 2, no abort banner.
+out=$(mpirun -np 4 --oversubscribe --bind-to none "$DTRAIN" train --job "$J" "${data[@]}" --minibtach 16 2>&1) && rc=0 || rc=$?
+[ "$rc" = 2 ] || fail "mpirun exited $rc, wanted 2: $out"
+n=$(grep -c "dtrain: error:" <<<"$out" || true)
+[ "$n" = 1 ] || fail "the usage error was printed $n times, wanted once: $out"
+grep -qF "unrecognised option '--minibtach' (did you mean --minibatch?)" <<<"$out" || fail "no suggestion: $out"
+grep -q "MPI_ABORT" <<<"$out" && fail "a usage error went through MPI_Abort: $out"
+# Every rank's own exit code: each runs under a shell that records it, and
+# mpirun is told not to kill the others when the first exits non-zero.
+rm -f rank-exit.*
+mpirun --mca orte_abort_on_non_zero_status 0 -np 4 --oversubscribe --bind-to none sh -c \
+  '"$0" "$@"; rc=$?; echo $rc > rank-exit.$OMPI_COMM_WORLD_RANK; exit $rc' "$DTRAIN" train --job "$J" "${data[@]}" --minibtach 16 >/dev/null 2>&1 || true
+for r in 0 1 2 3; do
+  [ "$(cat rank-exit.$r 2>/dev/null)" = 2 ] || fail "rank $r exited '$(cat rank-exit.$r 2>/dev/null)', wanted 2"
+done
+echo "ok: a usage error under mpirun -np 4: one message, every rank exit 2, no MPI_Abort"
+# The same for a bad value found later in validation (dataset smaller than one global batch), in tune and bench.
+for cmd in "train --job $J ${data[*]} --minibatch 40000" "tune --job $J ${data[*]} --nodes 0" "bench comm --iters 0"; do
+  out=$(mpirun -np 4 --oversubscribe --bind-to none "$DTRAIN" $cmd 2>&1) && rc=0 || rc=$?
+  [ "$rc" = 2 ] || fail "dtrain $cmd under mpirun: exit $rc, wanted 2: $out"
+  n=$(grep -c "dtrain: error:" <<<"$out" || true)
+  [ "$n" = 1 ] || fail "dtrain $cmd: the error was printed $n times: $out"
+  grep -q "MPI_ABORT" <<<"$out" && fail "dtrain $cmd: MPI_Abort on a usage error: $out"
+  echo "ok: once, exit 2: dtrain ${cmd%% *} ($(grep "dtrain: error:" <<<"$out" | cut -c1-90))"
+done
+[ -e runs ] && fail "a failed start created $(find runs)"
+echo "ok: no run folder after failed starts"
+
+# 2. Suggestions for a job-file key and a missing relative path with its folder.
+printf 'model = lenet5\nminibtach = 16\n' > typo.ini
+expect_exit 2 "(did you mean key 'minibatch'?)" -- "$DTRAIN" train --job typo.ini "${data[@]}"
+expect_exit 2 "nope.h5 (relative to $SCRATCH): no such file" -- "$DTRAIN" train --job "$J" --train-data nope.h5
+expect_exit 2 "does not exist" -- "$DTRAIN" train --job nope.ini
+expect_exit 2 "(did you mean --minibatch?)" -- "$DTRAIN" bench io --minibatc 4
+expect_exit 2 "(did you mean --name?)" -- "$DTRAIN" model --nmae lenet5
+
+# 3. Run folders: the main job's layout run twice; the first run's metrics stay byte-identical.
+main=(mpirun -np 5 --oversubscribe --bind-to none "$DTRAIN" train --job "$J" "${data[@]}" --mode hybrid --ps 1
+      --ranks-per-node 2 --minibatch 16 --max-steps 30 --log-interval 10 --threads 1)
+"${main[@]}" > first.log 2>&1 || { cat first.log; fail "first run"; }
+[ -f runs/fashion_lenet/1/metrics.jsonl ] && [ -f runs/fashion_lenet/1/params.h5 ] || fail "no run folder 1: $(find runs)"
+grep -q '"kind":"run"' runs/fashion_lenet/1/metrics.jsonl || fail "no run record line in run 1's metrics"
+sum1=$(sha256sum runs/fashion_lenet/1/metrics.jsonl runs/fashion_lenet/1/params.h5)
+"${main[@]}" > second.log 2>&1 || { cat second.log; fail "second run"; }
+[ "$(sha256sum runs/fashion_lenet/1/metrics.jsonl runs/fashion_lenet/1/params.h5)" = "$sum1" ] || fail "the second run changed run 1's files"
+[ -f runs/fashion_lenet/2/metrics.jsonl ] || fail "the second run has no folder 2: $(find runs)"
+[ "$(readlink runs/fashion_lenet/latest)" = 2 ] || fail "latest → $(readlink runs/fashion_lenet/latest), wanted 2"
+grep -q "run folder runs/fashion_lenet/2" second.log || fail "the run folder is not printed: $(cat second.log)"
+grep -qE "^epoch 1/1 step [0-9]+/[0-9]+ .* elapsed [0-9]+s ETA [0-9]+s$" second.log || fail "progress line without elapsed/ETA: $(cat second.log)"
+# Epochs are numbered from 1 in the metrics file, as on stdout.
+[ "$(json_field runs/fashion_lenet/2/metrics.jsonl epoch epoch)" = 1 ] || fail "metrics epoch is not 1"
+grep -q "^epoch 1 done" second.log || fail "stdout epoch is not 1"
+echo "ok: run folders 1 and 2, run 1 byte-identical, latest → 2"
+
+# 4. An explicit output that exists is refused (exit 2 naming it) unless --overwrite true.
+one=(--job "$J" "${data[@]}" --max-steps 3 --log-interval 1 --threads 1)
+"$DTRAIN" train "${one[@]}" --metrics m.jsonl --save-params "" > /dev/null
+sum=$(sha256sum m.jsonl)
+n_runs=$(ls runs/fashion_lenet | wc -l)
+expect_exit 2 "option 'metrics': 'm.jsonl' exists" -- "$DTRAIN" train "${one[@]}" --metrics m.jsonl --save-params ""
+[ "$(sha256sum m.jsonl)" = "$sum" ] || fail "a refused run changed m.jsonl"
+[ "$(ls runs/fashion_lenet | wc -l)" = "$n_runs" ] || fail "a refused run made a run folder"
+"$DTRAIN" train "${one[@]}" --metrics m.jsonl --save-params "" --overwrite true --seed 2 > /dev/null
+[ "$(sha256sum m.jsonl)" != "$sum" ] || fail "--overwrite true did not replace m.jsonl"
+echo "ok: explicit outputs refused when they exist, replaced with --overwrite"
+
+# 5. --help shows defaults as a person writes them.
+help=$("$DTRAIN" train --help)
+grep -q -- "--lr arg (=0.01)" <<<"$help" || fail "lr default not shortest: $(grep -- --lr <<<"$help")"
+grep -q -- "--augment-flip arg (=false)" <<<"$help" || fail "boolean default not true/false: $(grep -- --augment-flip <<<"$help")"
+echo "ok: --help numbers and booleans"
