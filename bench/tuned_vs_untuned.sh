@@ -20,7 +20,7 @@ mpirun -np 4 --oversubscribe --bind-to none "$B" tune "${untuned[@]}" --nodes 2 
 tail -n 3 "$O/tune.log"
 np_tuned=$(( 4 + $(sed -n 's/^ps = //p' "$O/tuned.ini") ))
 run() { local name=$1 np=$2; shift 2
-  mpirun -np "$np" --oversubscribe --bind-to none "$B" train "$@" --epochs "$E" --metrics "$O/$name.r$rep.jsonl" \
+  mpirun -np "$np" --oversubscribe --bind-to none "$B" train "$@" --epochs "$E" --metrics "$O/$name.r$rep.jsonl" --save-params "" \
     > "$O/$name.r$rep.log" 2>&1
   local ips acc
   ips=$(grep -o '"images_per_s":[0-9.e+-]*' "$O/$name.r$rep.jsonl" | tail -1 | cut -d: -f2)

@@ -24,7 +24,7 @@ common=(--job jobs/fashion_lenet.ini --model "$M" --train-data "$D/fashion-mnist
         --threads 1 --max-steps "$S" --log-interval "$log" --minibatch "$X" --lr 0.01 --warmup-epochs 0
         ${TRAIN_OPTS:-})
 mpi() { local np=$1 name=$2; shift 2
-  mpirun -np "$np" --oversubscribe --bind-to none "$B" train "${common[@]}" --metrics "$O/$name.r$rep.jsonl" "$@" \
+  mpirun -np "$np" --oversubscribe --bind-to none "$B" train "${common[@]}" --metrics "$O/$name.r$rep.jsonl" --save-params "" "$@" \
     > "$O/$name.r$rep.log" 2>&1
   echo "$name run $rep done, load $(cut -d' ' -f1 /proc/loadavg)"; }
 mpirun -np 8 --oversubscribe --bind-to none "$B" tune "${common[@]}" --nodes 2 --gpus-per-node 2 --candidates "$X" \

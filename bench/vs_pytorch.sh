@@ -91,7 +91,7 @@ run_dtrain() {  # model b t
   rm -f "$m"
   OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t "$dtrain" train --model "$model" --train-data "$data" \
     --test-data "" --minibatch "$b" --threads "$t" --max-steps "$total" --log-interval "$interval" \
-    --momentum 0.9 --lr 0.01 "${norm[@]}" --metrics "$m" >"$workdir/dtrain.log" 2>&1 ||
+    --momentum 0.9 --lr 0.01 "${norm[@]}" --metrics "$m" --save-params "" >"$workdir/dtrain.log" 2>&1 ||
     { cat "$workdir/dtrain.log" >&2; exit 1; }
   /usr/bin/python3 - "$m" "$warm" "$b" "$model:$b:$t" >>"$results" <<'EOF'
 import json, sys

@@ -72,3 +72,40 @@ TEST_CASE("bad jobs are usage errors naming the key", "[config]") {
   CHECK_THAT(usage_message({"--train-data", "a.h5", "--ranks-per-node", "-1"}), Catch::Contains("ranks-per-node"));
   CHECK_THAT(usage_message({"--train-data", "a.h5", "--max-chunk-elems", "0"}), Catch::Contains("max-chunk-elems"));
 }
+
+TEST_CASE("an unknown option or key names the nearest valid one", "[config]") {
+  CHECK_THAT(usage_message({"--train-data", "x.h5", "--minibtach", "16"}),
+             Catch::Contains("'--minibtach' (did you mean --minibatch?)"));
+  CHECK_THAT(usage_message({"--train-data", "x.h5", "--lr-shedule", "step"}),
+             Catch::Contains("(did you mean --lr-schedule?)"));
+  CHECK_THAT(usage_message({"--train-data", "x.h5", "--mini", "16"}), Catch::Contains("(did you mean --minibatch?)"));
+  // Nothing close: no suggestion rather than a wrong one.
+  CHECK_THAT(usage_message({"--train-data", "x.h5", "--frobnicate", "1"}), !Catch::Contains("did you mean"));
+  const std::string job = write_job("typo.ini", "model = lenet5\nmomentun = 0.9\n");
+  CHECK_THAT(usage_message({"--job", job, "--train-data", "x.h5"}), Catch::Contains("(did you mean key 'momentum'?)"));
+  std::filesystem::remove(job);
+}
+
+TEST_CASE("nearest_option: transpositions count one edit, distant names get nothing", "[config]") {
+  namespace po = boost::program_options;
+  po::options_description d;
+  d.add_options()("minibatch", "")("epochs", "")("eval-minibatch", "")("lr", "");
+  CHECK(dtrain::engine::nearest_option("--minibtach", d) == "minibatch");
+  CHECK(dtrain::engine::nearest_option("epoch", d) == "epochs");
+  CHECK(dtrain::engine::nearest_option("--eval-minibtch=3", d) == "eval-minibatch");
+  CHECK(dtrain::engine::nearest_option("--zzzzzzzz", d).empty());
+}
+
+TEST_CASE("outputs default to the run folder, help shows readable defaults", "[config]") {
+  TrainConfig c;
+  REQUIRE(parse_train_args({"--train-data", "x.h5"}, c));
+  CHECK(c.metrics == "auto");
+  CHECK(c.save_params == "auto");
+  CHECK(c.runs_dir == "runs");
+  CHECK_FALSE(c.overwrite);
+  const std::string help = dtrain::engine::train_help();
+  CHECK_THAT(help, Catch::Contains("--lr arg (=0.01)"));
+  CHECK_THAT(help, Catch::Contains("--momentum arg (=0.9)"));
+  CHECK_THAT(help, Catch::Contains("--decay-bias-bn arg (=true)"));
+  CHECK_THAT(help, !Catch::Contains("0.00999999"));
+}

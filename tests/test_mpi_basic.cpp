@@ -104,6 +104,6 @@ TEST_CASE("errors name the rank", "[mpi]") {
     m = e.what();
   }
   // A DT_FAIL that did not throw leaves m empty and fails here.
-  REQUIRE(m.find("rank " + std::to_string(world_rank()) + ":") == 0);
+  REQUIRE(m.find("rank " + std::to_string(world_rank()) + " on " + dtrain::error_host() + ":") == 0);
   REQUIRE(m.find("boom") != std::string::npos);
 }

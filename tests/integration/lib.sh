@@ -8,7 +8,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # Each test's own scratch folder, emptied at its start and its working folder,
 # so run folders (runs/<job>/<n>/) and explicit outputs of an earlier ctest run
 # never meet this one (dtrain refuses to overwrite an existing output).
-SCRATCH="$WORK/$(basename "$0" .sh)"
+SCRATCH="$WORK/scratch-$(basename "$0" .sh)"
 rm -rf "$SCRATCH"
 mkdir -p "$SCRATCH"
 cd "$SCRATCH"

@@ -54,6 +54,7 @@ echo "ok: local cluster up ($SLURM_CONF)"
 export DTRAIN
 cd "$SRC" || fail "no $SRC"
 data=(--train-data "$D/fashion-mnist-train.h5" --test-data "$D/fashion-mnist-test.h5")
+nosave=(--save-params "")  # no run folders in the source tree (jobs run from it)
 
 # wait_job ID: waits until the job has ended (at most until the deadline);
 # prints "STATE EXITCODE".
@@ -96,14 +97,14 @@ check_run() {
 # which is how OpenMPI is made to do it here) gives N one-rank worlds while
 # SLURM_NTASKS says N: the engine must stop with exit 2 naming SLURM_NTASKS.
 out=$(timeout 120 srun --mpi=none -n 2 --overcommit env -u SLURM_STEP_ID \
-        "$DTRAIN" train --job jobs/fashion_lenet.ini "${data[@]}" --max-steps 5 \
+        "$DTRAIN" train --job jobs/fashion_lenet.ini "${data[@]}" "${nosave[@]}" --max-steps 5 \
         --max-test-samples 100 --metrics "$T/singletons.jsonl" 2>&1) && rc=0 || rc=$?
 [ "$rc" = 2 ] || fail "srun --mpi=none with 2 singletons: exit $rc, wanted 2 → $out"
 grep -qF SLURM_NTASKS <<<"$out" || fail "singletons: no message naming SLURM_NTASKS → $out"
 ! grep -qF "dtrain: finished" <<<"$out" || fail "singletons: a duplicate run trained → $out"
 echo "ok: 2 singletons under srun --mpi=none stopped with: $(grep -m1 SLURM_NTASKS <<<"$out")"
 out=$(timeout 120 srun --mpi=none -n 2 --overcommit "$DTRAIN" train --job jobs/fashion_lenet.ini \
-        "${data[@]}" --max-steps 5 --max-test-samples 100 --metrics "$T/plain.jsonl" 2>&1) && rc=0 || rc=$?
+        "${data[@]}" "${nosave[@]}" --max-steps 5 --max-test-samples 100 --metrics "$T/plain.jsonl" 2>&1) && rc=0 || rc=$?
 [ "$rc" != 0 ] || fail "srun --mpi=none -n 2 succeeded: $out"
 ! grep -qF "dtrain: finished" <<<"$out" || fail "srun --mpi=none: a duplicate run trained → $out"
 echo "ok: plain srun --mpi=none -n 2 fails without training (exit $rc)"
@@ -117,7 +118,7 @@ for launcher in srun mpirun; do
   mkdir -p "$T/$launcher"
   id=$(DTRAIN_LAUNCHER=$launcher sbatch --parsable --job-name="it-$launcher" --ntasks=5 \
          --overcommit --cpus-per-task=1 --time=00:10:00 --output="$T/$launcher.out" \
-         slurm/train.sbatch jobs/fashion_lenet.ini "${data[@]}" "${short[@]}" \
+         slurm/train.sbatch jobs/fashion_lenet.ini "${data[@]}" "${nosave[@]}" "${short[@]}" \
          --metrics "$T/$launcher/metrics.jsonl") || fail "sbatch ($launcher) refused the job"
   ids+=("$id")
 done
