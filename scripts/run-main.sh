@@ -4,7 +4,8 @@
 # (virtual) nodes of 2 workers in hybrid mode + 1 parameter server. Each worker
 # takes 16 images a step, so the global minibatch is the job file's 64.
 # Extra arguments are passed to `dtrain train` (e.g. --epochs 2).
-# Outputs: data/ (HDF5 datasets), runs/fashion_lenet/metrics.jsonl.
+# Outputs: data/ (HDF5 datasets) and the run folder runs/fashion_lenet/<n>/
+# (metrics.jsonl with the run record, params.h5); runs/fashion_lenet/latest → it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup-deps.sh
