@@ -15,7 +15,7 @@ B=${DTRAIN:-build/dtrain}
 O=${1:?usage: $0 OUTDIR [EPOCHS] [REPEATS]}; E=${2:-1}; R=${3:-3}
 mkdir -p "$O"
 untuned=(--job jobs/fashion_lenet.ini --mode hybrid --ps 1 --ranks-per-node 2 --minibatch 16 --threads 1)
-mpirun -np 4 --oversubscribe --bind-to none "$B" tune "${untuned[@]}" --nodes 2 --gpus-per-node 2 \
+mpirun -np 4 --oversubscribe --bind-to none "$B" tune "${untuned[@]}" --nodes 2 --workers-per-node 2 \
   --base-batch 64 --candidates 16,32,64,128,256 --profile-steps 40 --out "$O/tuned.ini" > "$O/tune.log" 2>&1
 tail -n 3 "$O/tune.log"
 np_tuned=$(( 4 + $(sed -n 's/^ps = //p' "$O/tuned.ini") ))

@@ -27,7 +27,7 @@ mpi() { local np=$1 name=$2; shift 2
   mpirun -np "$np" --oversubscribe --bind-to none "$B" train "${common[@]}" --metrics "$O/$name.r$rep.jsonl" --save-params "" "$@" \
     > "$O/$name.r$rep.log" 2>&1
   echo "$name run $rep done, load $(cut -d' ' -f1 /proc/loadavg)"; }
-mpirun -np 8 --oversubscribe --bind-to none "$B" tune "${common[@]}" --nodes 2 --gpus-per-node 2 --candidates "$X" \
+mpirun -np 8 --oversubscribe --bind-to none "$B" tune "${common[@]}" --nodes 2 --workers-per-node 2 --candidates "$X" \
   --profile-steps "$(( S / 3 > 20 ? S / 3 : 20 ))" --out "$O/tuned.ini" > "$O/tune.log" 2>&1
 grep -A1 X_mini "$O/tune.log"
 for rep in $(seq 1 "$R"); do

@@ -149,16 +149,18 @@ double compute_phase(const std::vector<double>& t, int g, int thr, const Machine
     return std::max(mx, eta * thr * sum / capacity);
   };
   const size_t n = t.size();
+  if (n == 1) return std::max(t[0], eta * thr * g * t[0] / capacity);  // every worker draws the one sample
   double tuples = 1;
   for (int i = 0; i < g && tuples <= 4096; ++i) tuples *= static_cast<double>(n);
   double total = 0;
   if (tuples <= 4096) {  // exact: every tuple of G draws
     const size_t count = static_cast<size_t>(tuples);
     for (size_t k = 0; k < count; ++k) {
-      total += phase([&](int i) {
-        size_t c = k;
-        for (int j = 0; j < i; ++j) c /= n;
-        return t[c % n];
+      size_t c = k;  // tuple k: worker i draws digit i of k in base n (phase draws i = 0, 1, … in order)
+      total += phase([&](int) {
+        const double v = t[c % n];
+        c /= n;
+        return v;
       });
     }
     return total / static_cast<double>(count);

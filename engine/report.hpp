@@ -8,15 +8,20 @@
 //    "machine_busy_s"   CPU seconds of the whole machine over the run (/proc/stat),
 //    "background_cores" (machine_busy_s − job_cpu_s) / wall_s: cores other jobs used,
 //    "load_1m_start"}   1-min load average when the run started.
-// `dtrain report --metrics run1.jsonl [...] [--profile P.json]` prints, per run,
-// the measured T_C, T_O, R_O, step time (median over log intervals), α and
-// speedup (against a 1-worker run of the same model and minibatch in the list),
-// next to the model's prediction (perfmodel.hpp predict_step with the profile's
-// T_C1 and links; without --profile T_C1 is measured here, in-process) and the
-// relative error of the step time. Runs whose model or threads differ from the
-// profile's are listed after the table with the reason (their T_C1 measured
-// here). Every field report reads is checked: a damaged metrics file or profile
-// is a usage error (exit 2) naming the file, the line and the field.
+// `dtrain report --metrics run1.jsonl [...] [--profile P.json] [--background run|profile|B]
+// [--json]` (engine/report_cmd.cpp) prints, per configuration, the measured
+// T_C, T_O, R_O, step time (median over log intervals) and speedup (against
+// the 1-worker run of the same model and minibatch in the list with the fewest
+// servers) next to the prediction — engine/predict.hpp predict_run on this
+// machine, the code of `dtrain tune`'s tables, with the profile's T_C1 and
+// links (without --profile T_C1 is measured here, in-process), each run's own
+// background (--background run; or the profile's, as tune's table assumed; or a
+// number) — and the relative error of the step time. --json prints
+// the same as one JSON object (what slurm/report plots). Runs whose model or
+// threads differ from the profile's are listed after the table with the reason
+// (their T_C1 measured here). Every field report reads is checked: a damaged
+// metrics file or profile is a usage error (exit 2) naming the file, the line
+// and the field.
 #pragma once
 
 #include <mpi.h>
@@ -28,6 +33,20 @@
 #include "engine/trainer.hpp"
 
 namespace dtrain::engine {
+
+// A finished run as report reads it: the run record's fields, and the medians
+// over its log intervals (the first dropped when there are more than two).
+struct MeasuredRun {
+  std::string file;
+  std::string model, mode, wait_policy;
+  int minibatch = 0, workers = 0, servers = 0, ranks_per_node = 0, threads = 0;
+  double cores = 0, background = 0;
+  double t_c = 0, t_o = 0, step = 0, ips = 0;  // seconds per step; images/s
+  int intervals = 0;
+};
+// Reads one metrics file (JSON Lines with a run record). Throws UsageError
+// naming the file, the line and the field on anything it cannot use.
+MeasuredRun read_run(const std::string& path);
 
 // Machine CPU counters at the start of a run (collective bookkeeping helper).
 struct RunClock {

@@ -1,10 +1,11 @@
 // engine/tune.cpp — `dtrain tune`: measure T_C(X_mini), memory and links on
 // this machine, choose the minibatch (the knee) and the number of parameter
-// servers for a cluster of n nodes × g GPUs from the model of DESIGN.md §4,
-// print the predictions for G = 1 … n·g, and write a tuned job file (plus the
-// profile as JSON for `dtrain report`).
+// servers for a cluster of n nodes × g workers (GPUs or CPU workers) from the
+// model of DESIGN.md §4, print the predictions for G = 1 … n·g on that cluster
+// and on this machine (engine/predict.hpp), and write a tuned job file (plus
+// the profile and both tables as JSON for `dtrain report`).
 //
-//   [mpirun -np R] dtrain tune --job J --nodes n --gpus-per-node g
+//   [mpirun -np R] dtrain tune --job J --nodes n --workers-per-node g   (alias --gpus-per-node)
 //       [--link-gbps B] [--device-memory-gb M] [--target-efficiency a] [--out tuned.ini]
 //       [--candidates 16,32,64,128] [--profile-steps 5] [--key value ...]
 // Other --key value pairs are job options (as for `dtrain train`).
@@ -17,6 +18,7 @@
 #include <sstream>
 
 #include "core/error.hpp"
+#include "core/format.hpp"
 #include "engine/commands.hpp"
 #include "engine/config.hpp"
 #include "engine/tune.hpp"
@@ -45,17 +47,17 @@ std::vector<int> parse_ints(const std::string& key, const std::string& s) {
   return v;
 }
 
-std::string fmt(const char* f, double v) {
-  char b[64];
-  std::snprintf(b, sizeof b, f, v);
-  return b;
-}
-
 }  // namespace
 
 std::string job_file_text(const TrainConfig& c) {
+  // Numbers shortest round-trip ("0.05", not "0.0500000007"), booleans true/false
+  // (core/format.hpp). Outputs (metrics, save-params) are left out: the tuned
+  // job is run again and again, and each run then writes its own run folder.
+  using format::boolean;
+  using format::shortest;
   std::ostringstream o;
-  auto kv = [&](const char* k, const auto& v) { o << k << " = " << v << "\n"; };
+  auto kv = [&](const char* k, const std::string& v) { o << k << " = " << v << "\n"; };
+  auto num = [&](const char* k, auto v) { kv(k, shortest(v)); };
   auto str = [&](const char* k, const std::string& v) {
     if (!v.empty()) kv(k, v);
   };
@@ -63,7 +65,7 @@ std::string job_file_text(const TrainConfig& c) {
     std::string s;
     for (size_t i = 0; i < v.size(); ++i) {
       if (i) s += ',';
-      s += fmt("%.9g", v[i]);
+      s += shortest(v[i]);
     }
     return s;
   };
@@ -71,40 +73,40 @@ std::string job_file_text(const TrainConfig& c) {
   str("train-data", c.train_data);
   str("test-data", c.test_data);
   kv("device", c.device);
-  kv("reference-kernels", c.reference_kernels ? "true" : "false");
-  kv("threads", c.threads);
-  kv("minibatch", c.minibatch);
-  kv("eval-minibatch", c.eval_minibatch);
-  kv("epochs", c.epochs);
-  kv("max-steps", c.max_steps);
-  kv("max-train-samples", c.max_train_samples);
-  kv("max-test-samples", c.max_test_samples);
-  kv("seed", c.seed);
-  kv("lr", fmt("%.9g", c.lr));
+  kv("reference-kernels", boolean(c.reference_kernels));
+  num("workspace-mb", c.workspace_mb);
+  kv("tf32", boolean(c.tf32));
+  num("threads", c.threads);
+  num("minibatch", c.minibatch);
+  num("eval-minibatch", c.eval_minibatch);
+  num("epochs", c.epochs);
+  num("max-steps", c.max_steps);
+  num("max-train-samples", c.max_train_samples);
+  num("max-test-samples", c.max_test_samples);
+  num("seed", c.seed);
+  num("lr", c.lr);
   kv("lr-schedule", c.lr_schedule);
-  kv("warmup-epochs", fmt("%.9g", c.warmup_epochs));
-  kv("lr-step-epochs", fmt("%.9g", c.lr_step_epochs));
-  kv("lr-gamma", fmt("%.9g", c.lr_gamma));
-  kv("momentum", fmt("%.9g", c.momentum));
-  kv("weight-decay", fmt("%.9g", c.weight_decay));
-  kv("decay-bias-bn", c.decay_bias_bn ? "true" : "false");
-  kv("dropout", fmt("%.9g", c.dropout));
-  kv("loader-threads", c.loader_threads);
-  kv("loader-depth", c.loader_depth);
-  kv("augment-pad", c.augment_pad);
-  kv("augment-flip", c.augment_flip ? "true" : "false");
+  num("warmup-epochs", c.warmup_epochs);
+  num("lr-step-epochs", c.lr_step_epochs);
+  num("lr-gamma", c.lr_gamma);
+  num("momentum", c.momentum);
+  num("weight-decay", c.weight_decay);
+  kv("decay-bias-bn", boolean(c.decay_bias_bn));
+  num("dropout", c.dropout);
+  num("loader-threads", c.loader_threads);
+  num("loader-depth", c.loader_depth);
+  num("augment-pad", c.augment_pad);
+  kv("augment-flip", boolean(c.augment_flip));
   str("mean", list(c.mean));
   str("std", list(c.std));
   kv("mode", c.mode);
-  kv("ps", c.ps);
-  kv("ranks-per-node", c.ranks_per_node);
-  kv("bucket-mb", fmt("%.9g", c.bucket_mb));
-  kv("max-chunk-elems", c.max_chunk_elems);
+  num("ps", c.ps);
+  num("ranks-per-node", c.ranks_per_node);
+  num("bucket-mb", c.bucket_mb);
+  num("max-chunk-elems", c.max_chunk_elems);
   kv("wait-policy", c.wait_policy);
-  kv("comm-timeout", fmt("%.9g", c.comm_timeout));
-  str("metrics", c.metrics);
-  kv("log-interval", c.log_interval);
-  str("save-params", c.save_params);
+  num("comm-timeout", c.comm_timeout);
+  num("log-interval", c.log_interval);
   return o.str();
 }
 
@@ -112,22 +114,25 @@ int cmd_tune(const std::vector<std::string>& args) {
   TuneOptions t;
   std::string candidates = "16,32,64,128,256";
   po::options_description desc(
-      "dtrain tune --job J --nodes n --gpus-per-node g [--link-gbps B] [--device-memory-gb M]\n"
+      "dtrain tune --job J --nodes n --workers-per-node g [--link-gbps B] [--device-memory-gb M]\n"
       "            [--target-efficiency a] [--out tuned.ini] [--key value ...]  (other keys: job options)");
-  desc.add_options()("help,h", "this help")("nodes", po::value(&t.nodes)->default_value(1), "nodes of the target cluster")(
-      "gpus-per-node", po::value(&t.gpus_per_node)->default_value(1), "workers (GPUs) per node")(
-      "link-gbps", po::value(&t.link_gbps)->default_value(0), "network link, Gb/s (0: measured by ping-pong, else 10)")(
-      "intra-gbps", po::value(&t.intra_gbps)->default_value(0), "link inside a node, Gb/s (0: measured, else = link)")(
-      "latency-us", po::value(&t.latency_us)->default_value(-1), "per-message latency, µs (−1: measured, else 5)")(
-      "device-memory-gb", po::value(&t.memory_gb)->default_value(0), "memory per worker, GB (0: host RAM / workers per node)")(
-      "target-efficiency", po::value(&t.target_efficiency)->default_value(0.8), "α* for the largest useful G")(
-      "knee", po::value(&t.knee)->default_value(0.05), "minibatch: smallest within this fraction of the best images/s")(
+  using format::shortest;
+  auto dflt = [](auto& var, auto v) { return po::value(&var)->default_value(v, shortest(v)); };
+  int gpus_alias = 0;  // --gpus-per-node: the same as --workers-per-node
+  desc.add_options()("help,h", "this help")("nodes", dflt(t.nodes, 1), "nodes of the target cluster")(
+      "workers-per-node", dflt(t.workers_per_node, 1), "workers per node of the target cluster (GPUs, or CPU workers)")(
+      "gpus-per-node", po::value(&gpus_alias), "alias of --workers-per-node")(
+      "link-gbps", dflt(t.link_gbps, 0.0), "network link, Gb/s (0: measured by ping-pong, else 10)")(
+      "intra-gbps", dflt(t.intra_gbps, 0.0), "link inside a node, Gb/s (0: measured, else = link)")(
+      "latency-us", dflt(t.latency_us, -1.0), "per-message latency, µs (−1: measured, else 5)")(
+      "device-memory-gb", dflt(t.memory_gb, 0.0), "memory per worker, GB (0: host RAM / workers per node)")(
+      "target-efficiency", dflt(t.target_efficiency, 0.8), "α* for the largest useful G")(
+      "knee", dflt(t.knee, 0.05), "minibatch: smallest within this fraction of the best images/s")(
       "candidates", po::value(&candidates)->default_value(candidates), "minibatch sizes to profile")(
-      "profile-steps", po::value(&t.profile_steps)->default_value(5), "measured steps per candidate (after one warm-up)")(
-      "t-c-ms", po::value(&t.t_c_ms)->default_value(0), "what-if: T_C per step (ms) at the job's minibatch, e.g. a GPU's; 0: measure")(
-      "base-batch", po::value(&t.base_batch)->default_value(0), "global batch the job's lr is for (0: the job's minibatch)")(
-      "max-lr-scale", po::value(&t.max_lr_scale)->default_value(t.max_lr_scale),
-      "largest factor the linear scaling rule may multiply the lr by")(
+      "profile-steps", dflt(t.profile_steps, 5), "measured steps per candidate (after one warm-up)")(
+      "t-c-ms", dflt(t.t_c_ms, 0.0), "what-if: T_C per step (ms) at the job's minibatch, e.g. a GPU's; 0: measure")(
+      "base-batch", dflt(t.base_batch, 0), "global batch the job's lr is for (0: the job's minibatch)")(
+      "max-lr-scale", dflt(t.max_lr_scale, 4.0), "largest factor the linear scaling rule may multiply the lr by")(
       "out", po::value(&t.out)->default_value("tuned.ini"), "tuned job file (the profile goes to OUT.profile.json)");
   po::variables_map vm;
   std::vector<std::string> job_args;
@@ -144,11 +149,17 @@ int cmd_tune(const std::vector<std::string>& args) {
     return kExitOk;
   }
   t.candidates = parse_ints("candidates", candidates);
-  if (t.nodes < 1 || t.gpus_per_node < 1) DT_USAGE("dtrain tune: options 'nodes' and 'gpus-per-node' must be ≥ 1");
+  if (vm.count("gpus-per-node")) {
+    if (!vm["workers-per-node"].defaulted() && gpus_alias != t.workers_per_node)
+      DT_USAGE("dtrain tune: options 'workers-per-node' (", t.workers_per_node, ") and its alias 'gpus-per-node' (",
+               gpus_alias, ") disagree");
+    t.workers_per_node = gpus_alias;
+  }
+  if (t.nodes < 1 || t.workers_per_node < 1) DT_USAGE("dtrain tune: options 'nodes' and 'workers-per-node' must be ≥ 1");
   if (!(t.target_efficiency > 0 && t.target_efficiency <= 1)) DT_USAGE("dtrain tune: option 'target-efficiency' must be in (0, 1]");
   if (t.profile_steps < 1) DT_USAGE("dtrain tune: option 'profile-steps' must be ≥ 1");
-  if (static_cast<long long>(t.nodes) * t.gpus_per_node > (1 << 20))
-    DT_USAGE("dtrain tune: options 'nodes' × 'gpus-per-node' = ", static_cast<long long>(t.nodes) * t.gpus_per_node,
+  if (static_cast<long long>(t.nodes) * t.workers_per_node > (1 << 20))
+    DT_USAGE("dtrain tune: options 'nodes' × 'workers-per-node' = ", static_cast<long long>(t.nodes) * t.workers_per_node,
              " workers; at most 1048576");
   if (!(t.knee >= 0 && t.knee < 1)) DT_USAGE("dtrain tune: option 'knee' must be in [0, 1)");
   if (!(t.max_lr_scale >= 1)) DT_USAGE("dtrain tune: option 'max-lr-scale' must be ≥ 1");

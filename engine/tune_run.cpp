@@ -1,4 +1,5 @@
-// engine/tune_run.cpp — the body of `dtrain tune`: profile, choose, predict, write.
+// engine/tune_run.cpp — the body of `dtrain tune`: profile, choose, predict
+// (engine/predict.hpp: the cluster asked for and this machine), write.
 #include <mpi.h>
 #include <unistd.h>
 
@@ -11,6 +12,8 @@
 
 #include "comm/wait.hpp"
 #include "core/error.hpp"
+#include "core/format.hpp"
+#include "engine/predict.hpp"
 #include "engine/tune.hpp"
 #include "engine/tune_profile.hpp"
 #include "io/hdf5_dataset.hpp"
@@ -50,42 +53,6 @@ int other_node_rank(MPI_Comm world, int ranks_per_node) {
 }
 }  // namespace
 
-std::vector<ClusterRow> predict_cluster(double t_c, double p, const perf::Links& l, int nodes, int gpn) {
-  DT_CHECK(t_c > 0 && nodes >= 1 && gpn >= 1, "predict_cluster: bad arguments");
-  std::vector<ClusterRow> rows;
-  auto t_o = [&](int mode, int g, int servers) {
-    perf::RunShape s;
-    s.mode = mode;
-    s.workers = g;
-    s.servers = servers;
-    s.ranks_per_node = gpn;
-    s.param_bytes = p;
-    return g == 1 ? 0.0 : std::max(0.0, perf::exchange_time(s, l) - t_c);  // one GPU exchanges nothing
-  };
-  for (int g = 1; g <= nodes * gpn; ++g) {
-    ClusterRow r;
-    r.g = g;
-    r.nodes = (g + gpn - 1) / gpn;
-    r.sender_ok = perf::sender_link_ok(p, l.inter.bandwidth, t_c);
-    // When the sender's own link cannot carry 2·P within T_C, servers beyond one per sender do not help.
-    r.ps_servers = perf::ps_count(g, p, l.inter.bandwidth, t_c);
-    r.hybrid_servers = perf::ps_count(r.nodes, p, l.inter.bandwidth, t_c);
-    if (!r.sender_ok) {
-      r.ps_servers = std::min(r.ps_servers, g);
-      r.hybrid_servers = std::min(r.hybrid_servers, r.nodes);
-    }
-    r.ps_t_o = t_o(1, g, r.ps_servers);
-    r.hybrid_t_o = t_o(2, g, r.hybrid_servers);
-    r.allreduce_t_o = t_o(0, g, 0);
-    r.byteps_t = g >= 2 ? perf::byteps_time(g, r.ps_servers, p, l.inter.bandwidth) : 0.0;
-    r.ps_alpha = t_c / (t_c + r.ps_t_o);
-    r.hybrid_alpha = t_c / (t_c + r.hybrid_t_o);
-    r.allreduce_alpha = t_c / (t_c + r.allreduce_t_o);
-    rows.push_back(r);
-  }
-  return rows;
-}
-
 int run_tune(const TuneOptions& t, TrainConfig cfg, MPI_Comm world) {
   int rank = 0, size = 1;
   DT_CHECK_MPI(MPI_Comm_rank(world, &rank));
@@ -95,8 +62,8 @@ int run_tune(const TuneOptions& t, TrainConfig cfg, MPI_Comm world) {
   prof.model = cfg.model;
   prof.cores = cores;
   // Compute threads per worker: the job's, else what the trainer's default gives a
-  // node of this kind running gpus_per_node workers (its cores shared among them).
-  prof.threads = cfg.threads > 0 ? cfg.threads : std::max(1, static_cast<int>(cores) / t.gpus_per_node);
+  // node of this kind running workers_per_node workers (its cores shared among them).
+  prof.threads = cfg.threads > 0 ? cfg.threads : std::max(1, static_cast<int>(cores) / t.workers_per_node);
   prof.load_before = load_average_1m();
   int classes = 0;
   if (!cfg.train_data.empty()) classes = io::Hdf5Dataset(cfg.train_data).classes();
@@ -106,7 +73,7 @@ int run_tune(const TuneOptions& t, TrainConfig cfg, MPI_Comm world) {
   double budget = 0;
   if (rank == 0) {
     const double ram = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
-    budget = t.memory_gb > 0 ? t.memory_gb * 1e9 : ram / t.gpus_per_node;
+    budget = t.memory_gb > 0 ? t.memory_gb * 1e9 : ram / t.workers_per_node;
   }
   DT_CHECK_MPI(MPI_Bcast(&budget, 1, MPI_DOUBLE, 0, world));
   std::vector<bool> fits(t.candidates.size());
@@ -267,41 +234,72 @@ int run_tune(const TuneOptions& t, TrainConfig cfg, MPI_Comm world) {
   std::printf("chosen minibatch %d (the smallest within %.0f%% of the best images/s that fits)\n", best.minibatch,
               100 * t.knee);
 
-  auto rows = predict_cluster(best.t_c, prof.param_bytes, prof.links, t.nodes, t.gpus_per_node);
-  std::printf("%4s %5s | %4s %9s %6s %6s | %4s %9s %6s %6s | %9s %6s | %9s\n", "G", "nodes", "Nps", "ps T_O ms", "α",
-              "S", "Nps", "hy T_O ms", "α", "S", "ar T_O ms", "S", "BytePS ms");
-  for (const auto& r : rows)
-    std::printf("%4d %5d | %4d %9.2f %6.3f %6.2f | %4d %9.2f %6.3f %6.2f | %9.2f %6.2f | %9.2f\n", r.g, r.nodes,
-                r.ps_servers, 1e3 * r.ps_t_o, r.ps_alpha, r.g * r.ps_alpha, r.hybrid_servers, 1e3 * r.hybrid_t_o,
-                r.hybrid_alpha, r.g * r.hybrid_alpha, 1e3 * r.allreduce_t_o, r.g * r.allreduce_alpha, 1e3 * r.byteps_t);
-  // The seed formula with one PS and no overlap: R_O = 2·P / (B·T_C) per worker.
-  const double r_o = 2 * prof.param_bytes / (prof.links.inter.bandwidth * best.t_c);
-  std::printf("one PS, no overlap: R_O = %.4f, S saturates at %.1f, largest G with α ≥ %.2f: %d%s\n", r_o,
-              perf::speedup_limit(r_o), t.target_efficiency, perf::max_workers(r_o, t.target_efficiency),
-              rows.back().sender_ok ? "" : "; the sender link cannot carry 2·P within T_C");
+  // The two tables (engine/predict.hpp: one prediction code, two placements):
+  // the cluster asked for, and this machine with its time-sharing terms.
+  const int x = best.minibatch;
+  const std::string worker = cfg.device == "cuda" ? std::string("GPU")
+                             : t.t_c_ms > 0       ? std::string("device (T_C given: --t-c-ms)")
+                                                  : std::to_string(prof.threads) + " CPU core(s)";
+  const PredictionTable cluster = prediction_table(prof, x, t.nodes, t.workers_per_node, Placement::on_cluster());
+  std::printf("\n%s", table_text(cluster, prof, worker).c_str());
+  std::printf("  BytePS ms: its closed form (Jiang et al. 2020) with k = the ps column's N_ps, for comparison only.\n");
+  const char* modes[] = {"allreduce", "ps", "hybrid"};
+  std::string largest;
+  for (int mode : {1, 2, 0}) {
+    const int g_max = largest_workers(prof, x, t.workers_per_node, mode, t.target_efficiency, Placement::on_cluster());
+    largest += std::string(largest.empty() ? "" : ", ") + modes[mode] + " " +
+               (g_max >= 65536 ? std::string("≥ 65536") : std::to_string(g_max));
+  }
+  std::printf("  largest G with α ≥ %s on such a cluster (%d per node): %s%s\n",
+              format::shortest(t.target_efficiency).c_str(), t.workers_per_node, largest.c_str(),
+              cluster.rows.back().sender_ok ? "" : "; the sender link cannot carry 2·P within T_C");
+  // This machine: meaningful when T_C was measured here on its CPU cores.
+  const bool here = t.t_c_ms <= 0 && cfg.device != "cuda";
+  PredictionTable machine;
+  if (here) {
+    machine = prediction_table(prof, x, t.nodes, t.workers_per_node, Placement::on_machine(cores, best.background));
+    std::printf("\n%s", table_text(machine, prof, worker).c_str());
+  } else {
+    std::printf("\nno table for this machine: %s\n",
+                t.t_c_ms > 0 ? "T_C was given (--t-c-ms), not measured here"
+                             : "its time-sharing terms model CPU cores, and the GPU ranks here share one GPU");
+  }
 
-  // The tuned job: the mode with the best predicted speedup at G = n·g.
-  const ClusterRow& last = rows.back();
+  // The tuned job: the mode with the best predicted speedup on the cluster at G = n·g.
+  const TableRow& last = cluster.rows.back();
   const int g = last.g;
   TrainConfig tuned = cfg;
   tuned.minibatch = best.minibatch;
   tuned.threads = cfg.threads;  // 0 stays 0: the trainer divides the cores among the ranks it finds
-  // The tuned job must not append to or overwrite the untuned job's outputs.
-  if (!cfg.metrics.empty()) tuned.metrics = t.out + ".metrics.jsonl";
-  if (!cfg.save_params.empty()) tuned.save_params = t.out + ".params.h5";
+  // No output paths: each run of the tuned job gets the trainer's own run folder.
+  tuned.metrics.clear();
+  tuned.save_params.clear();
+  int mode = 1;
   if (g == 1) {
+    mode = 0;
     tuned.mode = "allreduce";
     tuned.ps = 0;
     tuned.ranks_per_node = 0;
-  } else if (t.nodes > 1 && t.gpus_per_node > 1 && last.hybrid_alpha >= last.ps_alpha) {
+  } else if (t.nodes > 1 && t.workers_per_node > 1 && last.hybrid_speedup >= last.ps_speedup) {
+    mode = 2;
     tuned.mode = "hybrid";
     tuned.ps = last.hybrid_servers;
-    tuned.ranks_per_node = t.gpus_per_node;
+    tuned.ranks_per_node = t.workers_per_node;
   } else {
     tuned.mode = "ps";
     tuned.ps = last.ps_servers;
-    tuned.ranks_per_node = t.nodes > 1 ? t.gpus_per_node : 0;
+    tuned.ranks_per_node = t.nodes > 1 ? t.workers_per_node : 0;
   }
+  // The tuned job's stated prediction: the chosen mode's entries of the two tables.
+  auto stated = [&](const TableRow& r) {
+    const perf::StepPrediction& p = mode == 2 ? r.hybrid_pred : mode == 1 ? r.ps_pred : r.allreduce_pred;
+    const double s = mode == 2 ? r.hybrid_speedup : mode == 1 ? r.ps_speedup : r.allreduce_speedup;
+    char b[128];
+    std::snprintf(b, sizeof b, "step %.2f ms (T_O %.2f ms), S = %.2f", 1e3 * p.t_step, 1e3 * p.t_o, s);
+    return std::string(b);
+  };
+  std::string prediction = "# Predicted (engine/predict.cpp): " + stated(last) + " on the cluster";
+  if (here) prediction += "; " + stated(machine.rows.back()) + " run here (as dtrain report predicts)";
   const int base = t.base_batch > 0 ? t.base_batch : cfg.minibatch;
   perf::ScaledLr lr = perf::scale_lr(cfg.lr, base, best.minibatch * g, std::min(5.0, 0.1 * cfg.epochs));
   // The linear rule holds up to a point (Goyal et al.: ResNet-50 to 8k); past it
@@ -311,26 +309,32 @@ int run_tune(const TuneOptions& t, TrainConfig cfg, MPI_Comm world) {
   const bool capped = lr.lr > cfg.lr * t.max_lr_scale;
   if (capped) {
     lr.lr = cfg.lr * t.max_lr_scale;
-    std::printf("lr: the linear rule's factor %.1f is capped at %.1f (option 'max-lr-scale')\n",
-                static_cast<double>(best.minibatch) * g / base, t.max_lr_scale);
+    std::printf("lr: the linear rule's factor %s is capped at %s (option 'max-lr-scale')\n",
+                format::shortest(static_cast<double>(best.minibatch) * g / base).c_str(),
+                format::shortest(t.max_lr_scale).c_str());
   }
   tuned.lr = static_cast<float>(lr.lr);
   tuned.warmup_epochs = static_cast<float>(std::max<double>(cfg.warmup_epochs, lr.warmup_epochs));
   tuned.loader_depth = std::max(2, cfg.loader_depth);
   std::ofstream f(t.out);
   if (!f) DT_USAGE("dtrain tune: option 'out': cannot write '", t.out, "'");
-  f << "# Tuned by dtrain tune for " << t.nodes << " node(s) × " << t.gpus_per_node << " worker(s) from "
+  f << "# Tuned by dtrain tune for " << t.nodes << " node(s) × " << t.workers_per_node << " worker(s) from "
     << (cfg.job.empty() ? std::string("the command line") : cfg.job) << ".\n# Run: "
     << (g + tuned.ps > 1 ? "mpirun -np " + std::to_string(g + tuned.ps) + " " : std::string())
-    << "dtrain train --job " << t.out << "\n# lr " << cfg.lr << " for global batch " << base << " scaled to "
+    << "dtrain train --job " << t.out << "\n" << prediction << ".\n# lr " << format::shortest(cfg.lr)
+    << " for global batch " << base << " scaled to "
     << best.minibatch * g << " (Goyal et al. 2017" << (capped ? ", capped by max-lr-scale" : "")
     << "); profile: " << t.out << ".profile.json\n"
     << job_file_text(tuned);
+  // The profile, and both tables as printed (what `dtrain report` gives for the same shapes).
+  nlohmann::json pj = prof.to_json();
+  pj["tables"] = {{"cluster", cluster.to_json()}};
+  if (here) pj["tables"]["machine"] = machine.to_json();
   std::ofstream pf(t.out + ".profile.json");
-  pf << prof.to_json().dump(1) << "\n";
-  std::printf("wrote %s (mode %s, ps %d, minibatch %d, lr %.4g, warm-up %.2f epochs) and %s.profile.json\n",
-              t.out.c_str(), tuned.mode.c_str(), tuned.ps, tuned.minibatch, tuned.lr, tuned.warmup_epochs,
-              t.out.c_str());
+  pf << pj.dump(1) << "\n";
+  std::printf("\nwrote %s (mode %s, ps %d, minibatch %d, lr %s, warm-up %s epochs) and %s.profile.json\n%s\n",
+              t.out.c_str(), tuned.mode.c_str(), tuned.ps, tuned.minibatch, format::shortest(tuned.lr).c_str(),
+              format::shortest(tuned.warmup_epochs).c_str(), t.out.c_str(), prediction.c_str() + 2);
   sleeping_barrier(world);
   return kExitOk;
 }

@@ -1,15 +1,35 @@
-// tests/test_tune.cpp — the tuner's pure pieces: cluster prediction table and job-file writer.
+// tests/test_tune.cpp — the tuner's pure pieces: the prediction tables (engine/predict.hpp)
+// and the job-file writer.
 #include <catch2/catch.hpp>
 
 #include <cstdio>
 #include <fstream>
 
 #include "engine/config.hpp"
+#include "engine/predict.hpp"
 #include "engine/tune.hpp"
 #include "engine/tune_profile.hpp"
 #include "core/error.hpp"
 
 using namespace dtrain::engine;
+
+namespace {
+// A profile of one point: T_C1 at minibatch x, P bytes, the links.
+Profile one_point(int x, double t_c, double p, const perf::Links& l) {
+  Profile q;
+  q.model = "alexnet";
+  q.threads = 1;
+  q.cores = 2;
+  q.param_bytes = p;
+  q.links = l;
+  ComputePoint c;
+  c.minibatch = x;
+  c.t_c = t_c;
+  c.samples = {t_c};
+  q.points = {c};
+  return q;
+}
+}  // namespace
 
 TEST_CASE("cluster prediction: AlexNet over 1 GbE and 100 Gb/s", "[tune]") {
   // P = 244 MB, T_C = 0.5 s. 1 GbE = 0.125 GB/s: the sender alone needs
@@ -17,28 +37,84 @@ TEST_CASE("cluster prediction: AlexNet over 1 GbE and 100 Gb/s", "[tune]") {
   perf::Links gbe;
   gbe.intra = {12e9, 0};
   gbe.inter = {0.125e9, 0};
-  auto rows = predict_cluster(0.5, 244e6, gbe, 2, 4);
+  PredictionTable t = prediction_table(one_point(128, 0.5, 244e6, gbe), 128, 2, 4, Placement::on_cluster());
+  auto& rows = t.rows;
   REQUIRE(rows.size() == 8);
   CHECK_FALSE(rows[0].sender_ok);
+  // One worker alone exchanges nothing: S(1) = 1 (allreduce). One worker with its
+  // server (ps, G = 1) does exchange: 3.904 s → S = 0.5/4.404.
+  CHECK(rows[0].allreduce_speedup == 1.0);
+  CHECK(rows[0].ps_servers == 1);
+  CHECK(rows[0].ps_speedup == Approx(0.5 / 4.404));
   // G = 8, ps: N_ps = ⌈2·8·244e6/(0.125e9·0.5)⌉ = 63, capped at 8 senders (the sender link is the
-  // bottleneck); exchange = max(2·8·244e6/(8·0.125e9), 3.904) = 3.904 s → T_O = 3.404 s,
-  // α = 0.5/3.904 = 0.128. One GPU exchanges nothing: α(1) = 1.
-  CHECK(rows[0].ps_alpha == 1.0);
+  // bottleneck); exchange = max(2·8·244e6/(8·0.125e9), 3.904) = 3.904 s, all of it exposed (no
+  // overlap credited): T_O = 3.904 s, S = 8·0.5/4.404.
   CHECK(rows[7].ps_servers == 8);
-  CHECK(rows[7].ps_t_o == Approx(3.404));
-  CHECK(rows[7].ps_alpha == Approx(0.5 / 3.904));
-  // Hybrid at G = 8 (2 nodes): ⌈2·2·244e6/62.5e6⌉ = 16, capped at 2 nodes.
+  CHECK(rows[7].ps_pred.t_o == Approx(3.904));
+  CHECK(rows[7].ps_pred.t_c == Approx(0.5));
+  CHECK(rows[7].ps_speedup == Approx(8 * 0.5 / 4.404));
+  // Hybrid at G = 8 (2 nodes): ⌈2·2·244e6/62.5e6⌉ = 16, capped at 2 nodes; T_O = the node
+  // reduce + bcast 2·3/4·244e6/12e9 = 0.0305 s plus the PS term 3.904 s.
   CHECK(rows[7].hybrid_servers == 2);
+  CHECK(rows[7].hybrid_pred.t_o == Approx(0.0305 + 3.904));
   perf::Links ib;
   ib.intra = {12e9, 0};
   ib.inter = {12.5e9, 0};
-  rows = predict_cluster(0.5, 244e6, ib, 2, 4);
-  // 100 Gb/s: 2·244e6/12.5e9 = 0.039 s ≤ 0.5 → hidden: T_O = 0, α = 1, one server suffices up to
-  // 2·8·244e6/(12.5e9·0.5) = 0.62 → 1.
-  CHECK(rows[7].sender_ok);
-  CHECK(rows[7].ps_servers == 1);
-  CHECK(rows[7].ps_t_o == 0.0);
-  CHECK(rows[7].ps_alpha == Approx(1.0));
+  t = prediction_table(one_point(128, 0.5, 244e6, ib), 128, 2, 4, Placement::on_cluster());
+  // 100 Gb/s: 2·8·244e6/(12.5e9·0.5) = 0.62 → 1 server; exchange max(2·8·244e6/12.5e9, 2·244e6/12.5e9)
+  // = 0.31232 s. The paper's hiding condition (exchange ≤ T_C) holds, but the engine's step
+  // still pays it (the old table said T_O = 0, S = G): S = 8·0.5/0.81232.
+  CHECK(t.rows[7].sender_ok);
+  CHECK(t.rows[7].ps_servers == 1);
+  CHECK(t.rows[7].ps_pred.t_o == Approx(0.31232));
+  CHECK(t.rows[7].ps_speedup == Approx(8 * 0.5 / 0.81232));
+  // The largest G with α ≥ 0.5 in ps mode: α = 0.5/(0.5 + max(2GP/(N_ps B), 2P/B)) with N_ps =
+  // ⌈2GP/(B·T_C)⌉ keeps the exchange ≤ T_C, so α ≥ 0.5 at every G.
+  CHECK(largest_workers(one_point(128, 0.5, 244e6, ib), 128, 4, 1, 0.5, Placement::on_cluster(), 512) == 512);
+}
+
+TEST_CASE("one prediction: the cluster and this machine differ only in the placement", "[tune]") {
+  // LeNet-5-like: P = 0.25 MB, T_C1 samples 4 and 6 ms, shared-memory links 10 GB/s.
+  perf::Links l;
+  l.intra = l.inter = {10e9, 2e-6};
+  Profile p = one_point(16, 0.005, 0.25e6, l);
+  p.points[0].samples = {0.004, 0.006};
+  p.points[0].process_t_c = {0.004, 0.006};
+  p.points[0].time_share = 1.2;
+  p.poll_period = 300e-6;
+  p.poll_fraction = 0.05;
+  const PredictionTable cluster = prediction_table(p, 16, 2, 2, Placement::on_cluster());
+  const PredictionTable machine = prediction_table(p, 16, 2, 2, Placement::on_machine(2, 0.25));
+  const TableRow& c = cluster.rows[3];
+  const TableRow& m = machine.rows[3];
+  // The old table's bug: T_O = max(0, exchange − T_C) = 0 and S = G for every layout. Now the
+  // cluster's T_O is the exchange itself (spinning waits, no hop wait): hybrid, 2 nodes of 2.
+  REQUIRE(c.hybrid.servers == 1);
+  CHECK(c.hybrid_pred.t_o == Approx(perf::exchange_time(c.hybrid, l)).epsilon(1e-12));
+  CHECK(c.hybrid_pred.t_o > 0);
+  CHECK(c.hybrid_pred.t_c == Approx(0.005));  // the median, no stragglers, no time sharing
+  CHECK(c.hybrid_speedup < 4.0);
+  CHECK_FALSE(c.hybrid.sleeping_waits);
+  // This machine: 5 ranks on 2 cores sleep (auto policy); the numbers are perf::predict_step
+  // with the samples, η, the poll terms and the background — what dtrain report computes.
+  CHECK(m.hybrid.sleeping_waits);
+  perf::MachineLoad load;
+  load.cores = 2;
+  load.background = 0.25;
+  load.time_share = 1.2;
+  load.poll_period = 300e-6;
+  load.poll_fraction = 0.05;
+  perf::RunShape s = m.hybrid;
+  s.param_bytes = p.param_bytes;
+  const perf::StepPrediction want = perf::predict_step(p.points[0].samples, s, l, load);
+  CHECK(m.hybrid_pred.t_step == want.t_step);
+  CHECK(m.hybrid_pred.t_o == want.t_o);
+  CHECK(m.hybrid_pred.t_step > c.hybrid_pred.t_step);  // 4 workers on 2 cores: time sharing
+  CHECK(m.hybrid_speedup == predicted_speedup(p, 16, m.hybrid, Placement::on_machine(2, 0.25)));
+  CHECK(machine.to_json()["rows"][3]["hybrid"]["step_s"].get<double>() == m.hybrid_pred.t_step);
+  // The text says which table is which.
+  CHECK_THAT(table_text(cluster, p, "1 CPU core(s)"), Catch::Matchers::Contains("hypothetical cluster, NOT this machine"));
+  CHECK_THAT(table_text(machine, p, "1 CPU core(s)"), Catch::Matchers::Contains("on this machine"));
 }
 
 TEST_CASE("tuned job file reads back to the same configuration", "[tune]") {
@@ -53,10 +129,24 @@ TEST_CASE("tuned job file reads back to the same configuration", "[tune]") {
   c.mean = {0.286f};
   c.std = {0.353f};
   c.decay_bias_bn = false;
+  c.momentum = 0.9f;
+  c.weight_decay = 5e-4f;
+  c.metrics = "runs/x/metrics.jsonl";
+  c.save_params = "runs/x/params.h5";
+  const std::string text = job_file_text(c);
+  // Shortest round-trip numbers and true/false (core/format.hpp); no output paths
+  // (each run of the tuned job gets its own run folder).
+  CHECK_THAT(text, Catch::Matchers::Contains("\nlr = 0.375\n"));
+  CHECK_THAT(text, Catch::Matchers::Contains("\nmomentum = 0.9\n"));
+  CHECK_THAT(text, Catch::Matchers::Contains("\nweight-decay = 5e-04\n"));
+  CHECK_THAT(text, Catch::Matchers::Contains("\nmean = 0.286\n"));
+  CHECK_THAT(text, Catch::Matchers::Contains("\ndecay-bias-bn = false\n"));
+  CHECK_THAT(text, !Catch::Matchers::Contains("metrics"));
+  CHECK_THAT(text, !Catch::Matchers::Contains("save-params"));
   const std::string path = "test_tune_job.ini";
   {
     std::ofstream f(path);
-    f << job_file_text(c);
+    f << text;
   }
   TrainConfig r;
   REQUIRE(parse_train_args({"--job", path}, r));
@@ -70,6 +160,10 @@ TEST_CASE("tuned job file reads back to the same configuration", "[tune]") {
   CHECK(r.mean.size() == 1);
   CHECK(r.std[0] == Approx(0.353f));
   CHECK_FALSE(r.decay_bias_bn);
+  CHECK(r.momentum == 0.9f);
+  CHECK(r.weight_decay == 5e-4f);
+  CHECK(r.mean[0] == 0.286f);
+  CHECK(r.metrics.empty());
   std::remove(path.c_str());
 }
 

@@ -145,6 +145,7 @@ for r in rows:
     for k in ("images_per_s", "step_time_s", "t_compute_s", "r_o", "speedup", "alpha", "predicted_speedup"):
         assert r[k] != "" and float(r[k]) >= 0, (k, r)
     assert float(r["images_per_s"]) > 0, r
+    assert r["predicted_from"].startswith("dtrain report ("), r  # not fitted: engine/predict.cpp
 for png in ("speedup.png", "breakdown.png"):
     data = open(f"{d}/{png}", "rb").read()
     assert data[:8] == b"\x89PNG\r\n\x1a\n", f"{png} is not a PNG"

@@ -15,7 +15,13 @@ mpirun -np 2 --oversubscribe --bind-to none "$DTRAIN" tune "${job[@]}" --nodes 1
 [ -s "$W/tuned.ini.profile.json" ] || fail "no profile"
 grep -q "^minibatch = \(8\|16\)$" "$W/tuned.ini" || fail "tuned minibatch is not a candidate"
 grep -q "chosen minibatch" "$W/tune.log" || fail "tune printed no choice"
-grep -qx "metrics = $W/tuned.ini.metrics.jsonl" "$W/tuned.ini" || fail "the tuned job would write the untuned job's metrics"
+# No output paths in the tuned job (the untuned job's metrics key is dropped): each
+# run of it gets the trainer's own run folder; these runs name their metrics files.
+! grep -qE "^(metrics|save-params) =" "$W/tuned.ini" || fail "the tuned job names output files"
+# Numbers shortest round-trip, booleans true/false (core/format.hpp).
+grep -qx "momentum = 0.9" "$W/tuned.ini" || fail "momentum not written shortest: $(grep '^momentum' "$W/tuned.ini")"
+grep -qx "decay-bias-bn = false" "$W/tuned.ini" || fail "booleans not true/false"
+! grep -qE "= [0-9.]*0000000[0-9]+$" "$W/tuned.ini" || fail "a number with float noise: $(grep -E '0000000[0-9]+$' "$W/tuned.ini")"
 "$DTRAIN" train --job "$W/tuned.ini" --max-steps 5 --log-interval 2 --metrics "$W/one.jsonl"
 grep -q '"kind":"run"' "$W/one.jsonl" || fail "no run record in the metrics"
 
@@ -26,7 +32,7 @@ grep -q '"kind":"run"' "$W/one.jsonl" || fail "no run record in the metrics"
 grep -q "^device = cpu-staged$" "$W/staged.ini" || fail "the tuned job lost --device"
 
 # A 2-node × 2-worker cluster: ps or hybrid with servers; the file says how to launch it.
-"$DTRAIN" tune "${job[@]}" --nodes 2 --gpus-per-node 2 --link-gbps 1 --candidates 8,16 \
+"$DTRAIN" tune "${job[@]}" --nodes 2 --workers-per-node 2 --link-gbps 1 --candidates 8,16 \
   --profile-steps 2 --out "$W/tuned4.ini" > "$W/tune4.log"
 np=$(sed -n 's/^# Run: mpirun -np \([0-9]*\) .*/\1/p' "$W/tuned4.ini")
 [ -n "$np" ] || fail "tuned4.ini names no rank count"
@@ -59,6 +65,10 @@ expect_exit 2 "at most" -- "$DTRAIN" tune "${job[@]}" --nodes 100000 --gpus-per-
 # The linear lr rule is capped: lr 0.05 for batch 16 → 2 × 2 workers × 16 = ×4 allowed, ×8 not.
 "$DTRAIN" tune "${job[@]}" --nodes 2 --gpus-per-node 2 --base-batch 16 --candidates 32 --profile-steps 2 \
   --link-gbps 1 --out "$W/cap.ini" > "$W/cap.log"
-grep -q "capped at 4.0" "$W/cap.log" || fail "the lr factor 8 was not capped"
-grep -q "^lr = 0.200000003$" "$W/cap.ini" || fail "capped lr is not 0.05 × 4: $(grep '^lr =' "$W/cap.ini")"
+grep -q "factor 8 is capped at 4 " "$W/cap.log" || fail "the lr factor 8 was not capped"
+grep -q "^lr = 0.2$" "$W/cap.ini" || fail "capped lr is not 0.05 × 4: $(grep '^lr =' "$W/cap.ini")"
+# --help defaults are shortest round-trip too (0.8, not 0.80000000000000004).
+help=$("$DTRAIN" tune --help)
+grep -q "target-efficiency arg (=0.8) " <<<"$help" || fail "tune --help: $(grep target-eff <<<"$help")"
+grep -q "workers-per-node arg (=1) " <<<"$help" || fail "tune --help lacks --workers-per-node"
 echo "tune: ok"
