@@ -35,7 +35,7 @@ std::string usage() {
          "  train   train a model: dtrain train --job jobs/fashion_lenet.ini [--key value ...]\n"
          "  data    make datasets: dtrain data fashion-mnist --out DIR | dtrain data synth --shape 224x224x3 --n N --out F\n"
          "  model   describe a model: dtrain model --name resnet50\n"
-         "  tune    choose minibatch and PS count: [mpirun -np R] dtrain tune --job J --nodes n --gpus-per-node g\n"
+         "  tune    choose minibatch and PS count: [mpirun -np R] dtrain tune --job J --nodes n --workers-per-node g\n"
          "  report  predicted vs measured: dtrain report --metrics run1.jsonl [...] [--profile tuned.ini.profile.json]\n"
          "  bench   benchmarks: mpirun -np N dtrain bench comm | dtrain bench io --data F\n"
          "'dtrain <command> --help' lists a command's options.\n";

@@ -3,7 +3,7 @@
 //   dtrain data   fashion-mnist --out DIR [--src DIR]
 //   dtrain model  --name NAME [--minibatch N]
 //   dtrain bench  comm [options]           (under mpirun)
-//   dtrain tune   --job J --nodes n --gpus-per-node g   (engine/tune.hpp)
+//   dtrain tune   --job J --nodes n --workers-per-node g   (engine/tune.hpp)
 //   dtrain report --metrics run.jsonl ...               (engine/report.hpp)
 // Each returns the process exit code and throws dtrain::Error on failure.
 #pragma once

@@ -166,6 +166,12 @@ std::string train_help() {
   return os.str();
 }
 
+std::string nearest_train_option(const std::string& name) {
+  TrainConfig c;
+  Options o(c);
+  return nearest_option(name, o.desc);
+}
+
 bool parse_train_args(const std::vector<std::string>& args, TrainConfig& cfg) {
   Options o(cfg);
   po::variables_map vm;

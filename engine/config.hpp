@@ -76,6 +76,9 @@ struct TrainConfig {
 // argv: the arguments after "train". Throws UsageError (exit 2) on a bad job
 // (an unknown option or key names the nearest valid one, engine/options.hpp).
 // Returns false when --help was asked for (nothing parsed).
+// The nearest `dtrain train` option to `name` (itself when it is one; "" when none is close).
+std::string nearest_train_option(const std::string& name);
+
 bool parse_train_args(const std::vector<std::string>& args, TrainConfig& cfg);
 std::string train_help();
 

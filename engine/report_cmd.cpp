@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
+#include "engine/options.hpp"
 #include "core/format.hpp"
 #include "engine/predict.hpp"
 #include "engine/report.hpp"
@@ -93,13 +94,7 @@ int cmd_report(const std::vector<std::string>& args) {
       "profile-steps", po::value(&steps)->default_value(steps), "without --profile: steps per T_C measurement");
   po::positional_options_description pos;
   pos.add("metrics", -1);
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(desc).style(option_style()).positional(pos).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    DT_USAGE("dtrain report: ", e.what());
-  }
+  po::variables_map vm = parse_command_line(args, desc, "dtrain report: ", &pos);
   if (vm.count("help") || files.empty()) {
     std::cout << desc;
     return files.empty() && !vm.count("help") ? kExitUsage : kExitOk;

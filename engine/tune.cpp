@@ -165,6 +165,16 @@ int cmd_tune(const std::vector<std::string>& args) {
   if (!(t.max_lr_scale >= 1)) DT_USAGE("dtrain tune: option 'max-lr-scale' must be ≥ 1");
   if (!(t.memory_gb >= 0)) DT_USAGE("dtrain tune: option 'device-memory-gb' must be ≥ 0");
   if (t.base_batch < 0) DT_USAGE("dtrain tune: option 'base-batch' must be ≥ 0");
+  // Options tune does not know go to the job; one that neither knows is named
+  // with the nearest of both (tune's own first).
+  for (const std::string& a : job_args) {
+    if (a.rfind("--", 0) != 0) continue;
+    std::string name = a.substr(2, a.find('=') == std::string::npos ? std::string::npos : a.find('=') - 2);
+    if (nearest_train_option(name) == name) continue;
+    std::string near = nearest_option(name, desc);
+    if (near.empty()) near = nearest_train_option(name);
+    DT_USAGE("dtrain tune: unrecognised option '--", name, "'", near.empty() ? std::string() : " (did you mean --" + near + "?)");
+  }
   TrainConfig cfg;
   if (!parse_train_args(job_args, cfg)) {
     std::cout << desc << "\njob options:\n" << train_help();

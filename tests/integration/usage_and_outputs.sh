@@ -44,6 +44,9 @@ expect_exit 2 "nope.h5 (relative to $SCRATCH): no such file" -- "$DTRAIN" train 
 expect_exit 2 "does not exist" -- "$DTRAIN" train --job nope.ini
 expect_exit 2 "(did you mean --minibatch?)" -- "$DTRAIN" bench io --minibatc 4
 expect_exit 2 "(did you mean --name?)" -- "$DTRAIN" model --nmae lenet5
+expect_exit 2 "(did you mean --nodes?)" -- "$DTRAIN" tune --job "$J" --nodez 2
+expect_exit 2 "(did you mean --minibatch?)" -- "$DTRAIN" tune --job "$J" --minibtach 2
+expect_exit 2 "(did you mean --profile?)" -- "$DTRAIN" report --metrics x.jsonl --proflie p.json
 
 # 3. Run folders: the main job's layout run twice; the first run's metrics stay byte-identical.
 main=(mpirun -np 5 --oversubscribe --bind-to none "$DTRAIN" train --job "$J" "${data[@]}" --mode hybrid --ps 1
