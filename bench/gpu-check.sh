@@ -34,7 +34,10 @@ while [[ $# -gt 0 ]]; do
   shift
 done
 
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+source bench/lib.sh
+dt_root_env
+logs=$build/gpu-check-logs
+mkdir -p "$logs"
 jobs=$(nproc)
 t0=$SECONDS
 echo "== GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1 || echo '?')"
@@ -80,15 +83,16 @@ if [[ ! -f $data ]]; then  # no IDX files here: a synthetic set of the same shap
 fi
 train_run() {  # train_run LABEL NP args...
   local label=$1 np=$2; shift 2
-  local out
+  local out m="$logs/train-${label//[^a-zA-Z0-9]/_}.jsonl"
+  rm -f "$m"
   out=$(mpiexec -n "$np" --oversubscribe --bind-to none "$build/dtrain" train --job jobs/fashion_resnet.ini \
-          --train-data "$data" --test-data "" --metrics "" --device cuda --max-steps "$train_steps" \
+          --train-data "$data" --test-data "" --metrics "$m" --save-params "" --device cuda --max-steps "$train_steps" \
           --log-interval 100 --augment-flip false --augment-pad 0 "$@" 2>&1) \
     || { echo "$out" | tail -20; echo "gpu-check.sh: training run '$label' FAILED" >&2; exit 1; }
   # steady: the last log interval (after the cuDNN algorithm search of step 0); overall: the whole run
   local steady overall
-  steady=$(sed -n 's/^epoch .* \([0-9]*\) img\/s .*/\1/p' <<<"$out" | tail -1)
-  overall=$(sed -n 's/^dtrain: finished .*, \([0-9.]*\) images\/s.*/\1/p' <<<"$out" | tail -1)
+  steady=$(json_field "$m" step images_per_s 2>/dev/null | cut -d. -f1)
+  overall=$(json_field "$m" run images_per_s 2>/dev/null | cut -d. -f1)
   printf '   %-44s %8s images/s steady, %8s overall  %s\n' "$label" "${steady:-?}" "${overall:-?}" \
     "$(grep -o 'intra-node reducer [a-z]*' <<<"$out" | head -1)"
 }

@@ -10,21 +10,23 @@
 # usage: bench/tuned_vs_untuned.sh OUTDIR [EPOCHS=1] [REPEATS=3]
 set -eu
 cd "$(dirname "$0")/.."
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+source bench/lib.sh
+dt_root_env
+export OMP_NUM_THREADS=1
 B=${DTRAIN:-build/dtrain}
 O=${1:?usage: $0 OUTDIR [EPOCHS] [REPEATS]}; E=${2:-1}; R=${3:-3}
 mkdir -p "$O"
 untuned=(--job jobs/fashion_lenet.ini --mode hybrid --ps 1 --ranks-per-node 2 --minibatch 16 --threads 1)
-mpirun -np 4 --oversubscribe --bind-to none "$B" tune "${untuned[@]}" --nodes 2 --workers-per-node 2 \
+dt_mpirun 4 "$B" tune "${untuned[@]}" --nodes 2 --workers-per-node 2 \
   --base-batch 64 --candidates 16,32,64,128,256 --profile-steps 40 --out "$O/tuned.ini" > "$O/tune.log" 2>&1
 tail -n 3 "$O/tune.log"
-np_tuned=$(( 4 + $(sed -n 's/^ps = //p' "$O/tuned.ini") ))
+np_tuned=$(( 4 + $(job_value "$O/tuned.ini" ps 0) ))
 run() { local name=$1 np=$2; shift 2
-  mpirun -np "$np" --oversubscribe --bind-to none "$B" train "$@" --epochs "$E" --metrics "$O/$name.r$rep.jsonl" --save-params "" \
+  dt_mpirun "$np" "$B" train "$@" --epochs "$E" --metrics "$O/$name.r$rep.jsonl" --save-params "" \
     > "$O/$name.r$rep.log" 2>&1
   local ips acc
-  ips=$(grep -o '"images_per_s":[0-9.e+-]*' "$O/$name.r$rep.jsonl" | tail -1 | cut -d: -f2)
-  acc=$(grep -o '"test_accuracy":[0-9.e+-]*' "$O/$name.r$rep.jsonl" | tail -1 | cut -d: -f2)
+  ips=$(json_field "$O/$name.r$rep.jsonl" run images_per_s)
+  acc=$(json_field "$O/$name.r$rep.jsonl" epoch test_accuracy)
   printf '%-8s run %d: %8.0f images/s, test accuracy %s\n' "$name" "$rep" "$ips" "${acc:-?}"
   echo "$ips" >> "$O/$name.ips"; }
 rm -f "$O"/*.ips

@@ -13,7 +13,9 @@
 # accounts for background load it can measure, not for demand that changes mid-run.
 set -eu
 cd "$(dirname "$0")/.."
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+source bench/lib.sh
+dt_root_env
+export OMP_NUM_THREADS=1
 B=${DTRAIN:-build/dtrain}
 D=${DATA:-data}
 O=${1:?usage: $0 OUTDIR [MODEL] [MINIBATCH] [STEPS] [REPEATS]}; M=${2:-lenet5}; X=${3:-64}; S=${4:-300}; R=${5:-3}
@@ -24,10 +26,10 @@ common=(--job jobs/fashion_lenet.ini --model "$M" --train-data "$D/fashion-mnist
         --threads 1 --max-steps "$S" --log-interval "$log" --minibatch "$X" --lr 0.01 --warmup-epochs 0
         ${TRAIN_OPTS:-})
 mpi() { local np=$1 name=$2; shift 2
-  mpirun -np "$np" --oversubscribe --bind-to none "$B" train "${common[@]}" --metrics "$O/$name.r$rep.jsonl" --save-params "" "$@" \
+  dt_mpirun "$np" "$B" train "${common[@]}" --metrics "$O/$name.r$rep.jsonl" --save-params "" "$@" \
     > "$O/$name.r$rep.log" 2>&1
   echo "$name run $rep done, load $(cut -d' ' -f1 /proc/loadavg)"; }
-mpirun -np 8 --oversubscribe --bind-to none "$B" tune "${common[@]}" --nodes 2 --workers-per-node 2 --candidates "$X" \
+dt_mpirun 8 "$B" tune "${common[@]}" --nodes 2 --workers-per-node 2 --candidates "$X" \
   --profile-steps "$(( S / 3 > 20 ? S / 3 : 20 ))" --out "$O/tuned.ini" > "$O/tune.log" 2>&1
 grep -A1 X_mini "$O/tune.log"
 for rep in $(seq 1 "$R"); do

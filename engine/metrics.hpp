@@ -1,4 +1,5 @@
-// engine/metrics.hpp — the JSON Lines metrics file and the human progress line.
+// engine/metrics.hpp — the JSON Lines metrics file (the trainer prints the
+// human progress line itself).
 //
 // DESIGN.md §5: rank 0 writes one JSON object per log interval
 //   {"kind":"step","step","epoch","loss","lr","images_per_s","t_compute_s","t_comm_s","t_io_wait_s",
@@ -21,7 +22,7 @@ namespace dtrain::engine {
 class MetricsWriter {
  public:
   MetricsWriter() = default;
-  // path "" = no file (lines still go to stdout). Throws UsageError if it cannot be opened.
+  // path "" = no file (write() does nothing). Throws UsageError if it cannot be opened.
   explicit MetricsWriter(const std::string& path);
   ~MetricsWriter();
   MetricsWriter(const MetricsWriter&) = delete;

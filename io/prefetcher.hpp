@@ -47,8 +47,9 @@ inline constexpr int kMaxDefaultLoaderThreads = 8;
 // serialise on HDF5's lock, so more decode threads rarely help).
 int default_loader_threads(int ranks_on_host);
 
-// Buffer memory: plain aligned host memory by default. TODO(cuda issue): pinned
-// host memory (cudaHostAlloc) through this hook, host→device copy on its own stream.
+// Buffer memory: plain aligned host memory by default; the trainer's device path
+// passes the backend's pinned host memory (Backend::host_alloc, cudaHostAlloc on
+// CUDA) so the per-step upload runs at full bandwidth.
 struct BufferAllocator {
   std::function<void*(size_t bytes)> allocate;  // null → aligned operator new
   std::function<void(void*)> release;           // must match allocate

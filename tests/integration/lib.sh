@@ -26,18 +26,5 @@ expect_exit() {
   echo "ok: exit $rc with '$pattern': $*"
 }
 
-# json_field FILE KIND FIELD: the FIELD of the last JSON line of that kind.
-json_field() {
-  /usr/bin/python3 - "$@" <<'PY'
-import json, sys
-path, kind, field = sys.argv[1:4]
-last = None
-for line in open(path):
-    rec = json.loads(line)
-    if rec.get("kind") == kind:
-        last = rec
-if last is None or field not in last:
-    sys.exit(f"{path}: no '{kind}' record with '{field}'")
-print(last[field])
-PY
-}
+# json_field FILE KIND FIELD (and job_value): the shared helpers of bench/lib.sh.
+source "$(dirname "${BASH_SOURCE[0]}")/../../bench/lib.sh"
