@@ -2,7 +2,11 @@
 // MPICatchMain): MPI is initialised once; every rank runs every test case;
 // rank 0 reports on stdout, other ranks write to a private file that is
 // printed only when that rank failed; the exit code is non-zero on every rank
-// when any rank failed.
+// when any rank failed. As in tests/catch_main.cpp, a test case that asserts
+// nothing fails (on the rank where it asserted nothing), and so does a filter
+// that matches no case. A world of one rank is refused: there every
+// "identical on every rank", "disjoint shards" or "sum over workers" claim holds
+// trivially, so the binary must run under mpiexec -n N with N >= 2.
 #define CATCH_CONFIG_RUNNER
 #include <mpi.h>
 
@@ -24,6 +28,16 @@ int main(int argc, char** argv) {
 
   Catch::Session session;
   int rc = session.applyCommandLine(argc, argv);
+  auto& cfg = session.configData();
+  cfg.warnings = static_cast<Catch::WarnAbout::What>(cfg.warnings | Catch::WarnAbout::NoAssertions |
+                                                     Catch::WarnAbout::NoTests);
+  const bool listing = cfg.listTests || cfg.listTestNamesOnly || cfg.listTags || cfg.listReporters || cfg.showHelp;
+  if (rc == 0 && size < 2 && !listing) {
+    std::fprintf(stderr, "dtrain_mpi_tests: a world of %d rank checks nothing across ranks; "
+                         "run under mpiexec -n N with N >= 2\n", size);
+    MPI_Finalize();
+    return 1;
+  }
   std::string out;
   if (rc == 0 && rank != 0) {
     out = "/tmp/dtrain_mpi_tests." + std::to_string(::getpid()) + ".rank" + std::to_string(rank);

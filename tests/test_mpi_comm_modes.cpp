@@ -144,6 +144,13 @@ bool all_ranks(bool v) {
   MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   return out == 1;
 }
+
+// Workers are the first `workers` world ranks (servers the last ones).
+bool is_worker(int workers) { return world_rank() < workers; }
+// train() gives a worker the whole arena and a server nothing.
+bool returns_for_role(const std::vector<float>& p, int workers, size_t arena) {
+  return is_worker(workers) ? p.size() == arena : p.empty();
+}
 }  // namespace
 
 TEST_CASE("exchange modes equal serial SGD on the summed gradients, bitwise reproducibly", "[mpi][comm]") {
@@ -155,10 +162,14 @@ TEST_CASE("exchange modes equal serial SGD on the summed gradients, bitwise repr
     int workers = 0;
     const std::vector<float> pa = train(l, a, &workers);
     const std::vector<float> pb = train(l, b, &workers);
+    // Workers return their parameters, servers nothing: a worker with an empty
+    // result would skip the comparison below, so the role is checked first.
+    REQUIRE(all_ranks(workers == world_size() - l.ps));  // the servers are the last l.ps ranks
+    REQUIRE(all_ranks(returns_for_role(pa, workers, a.arena) && returns_for_role(pb, workers, b.arena)));
     REQUIRE(same_on_all_workers(pa));
     bool ok = true;
     double rel = 0;
-    if (!pa.empty()) {
+    if (is_worker(workers)) {
       const std::vector<float> ref = serial(a, workers);
       double num = 0, den = 0, worst = 0;
       for (size_t i = 0; i < ref.size(); ++i) {
@@ -188,8 +199,10 @@ TEST_CASE("exchange: a 2,500-float exchange chunked at 1000 is bitwise the unchu
     int workers = 0;
     const std::vector<float> pw = train(l, whole, &workers);
     const std::vector<float> pc = train(l, cut, &workers);
+    REQUIRE(all_ranks(workers == world_size() - l.ps));  // the servers are the last l.ps ranks
+    REQUIRE(all_ranks(returns_for_role(pw, workers, whole.arena) && returns_for_role(pc, workers, cut.arena)));
     bool ok = pw == pc;
-    if (!pw.empty()) {
+    if (is_worker(workers)) {
       const std::vector<float> ref = serial(whole, workers);
       for (size_t i = 0; i < ref.size(); ++i) ok = ok && std::abs(pw[i] - ref[i]) <= 1e-6f * (std::abs(ref[i]) + 1e-2f);
     }
@@ -208,6 +221,8 @@ TEST_CASE("exchange: sleeping waits give bitwise the spinning result", "[mpi][co
     dtrain::comm::set_wait_policy(dtrain::comm::WaitPolicy::sleep);
     const std::vector<float> b = train(l, sleep, &workers);
     dtrain::comm::set_wait_policy(dtrain::comm::WaitPolicy::spin);
+    REQUIRE(all_ranks(workers == world_size() - l.ps));  // the servers are the last l.ps ranks
+    REQUIRE(all_ranks(returns_for_role(a, workers, spin.arena) && returns_for_role(b, workers, sleep.arena)));
     REQUIRE(all_ranks(a == b));
   }
 }

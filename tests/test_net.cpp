@@ -171,5 +171,14 @@ TEST_CASE("a net runs at other batch sizes and in eval mode", "[net]") {
   // Eval mode is deterministic (dropout off).
   const Tensor& again = net.forward(x4, false);
   for (int j = 0; j < 20; ++j) CHECK(again.data()[j] == eval4[static_cast<size_t>(j)]);
+  // Dropout really is off in eval mode: the same net without dropout (same seed,
+  // same parameters, same running statistics after the same training forward)
+  // gives the same outputs. A mask that is merely deterministic would not.
+  Net plain = small_dag(4, 0.0f);
+  plain.finalize(*be, 2);
+  REQUIRE(std::equal(plain.params().data(), plain.params().data() + plain.num_params(), net.params().data()));
+  plain.forward(x4, true);
+  const Tensor& ep = plain.forward(x4, false);
+  for (int j = 0; j < 20; ++j) CHECK(ep.data()[j] == Approx(eval4[static_cast<size_t>(j)]).epsilon(1e-6));
   REQUIRE_THROWS_AS(net.forward(Tensor(Shape(1, 2, 6, 6)), false), dtrain::Error);
 }

@@ -5,9 +5,11 @@
 #include <hdf5.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <numeric>
 #include <random>
 #include <set>
+#include <thread>
 
 #include "core/settings.hpp"
 #include "io/augment.hpp"
@@ -114,10 +116,14 @@ TEST_CASE("crop with padding and flip on a hand-made 3x4 image", "[prefetcher]")
 TEST_CASE("augmentation choices are a pure function of (seed, epoch, index)", "[prefetcher]") {
   dtrain::io::AugmentOptions aug{4, true};
   std::set<int> dys, dxs;
-  int flips = 0;
+  int flips = 0, other_seed = 0, other_epoch = 0;
   for (int64_t i = 0; i < 2000; ++i) {
     const CropFlip cf = dtrain::io::crop_flip_for(aug, 1, 3, i);
-    CHECK(cf == dtrain::io::crop_flip_for(aug, 1, 3, i));
+    CHECK(cf == dtrain::io::crop_flip_for(aug, 1, 3, i));  // the same arguments, the same choice
+    // …and each argument matters: another seed or epoch gives another choice for
+    // almost every index (the same one by chance with probability 1/162).
+    other_seed += !(cf == dtrain::io::crop_flip_for(aug, 2, 3, i));
+    other_epoch += !(cf == dtrain::io::crop_flip_for(aug, 1, 4, i));
     dys.insert(cf.dy);
     dxs.insert(cf.dx);
     flips += cf.flip;
@@ -127,6 +133,8 @@ TEST_CASE("augmentation choices are a pure function of (seed, epoch, index)", "[
   CHECK(dxs.size() == 9);
   CHECK(flips > 850);
   CHECK(flips < 1150);
+  CHECK(other_seed > 1900);
+  CHECK(other_epoch > 1900);
   CHECK_FALSE(dtrain::io::crop_flip_for(aug, 1, 3, 5) == dtrain::io::crop_flip_for(aug, 1, 4, 5));
   CHECK(dtrain::io::crop_flip_for({}, 1, 3, 5) == CropFlip{0, 0, false});
 }
@@ -221,12 +229,16 @@ TEST_CASE("default loader threads", "[prefetcher]") {
   CHECK(dtrain::io::default_loader_threads(4) == 3);  // Slurm's per-task CPUs win
   ::setenv("SLURM_CPUS_PER_TASK", "64", 1);
   CHECK(dtrain::io::default_loader_threads(1) == dtrain::io::kMaxDefaultLoaderThreads);
-  if (saved)
-    ::setenv("SLURM_CPUS_PER_TASK", saved->c_str(), 1);
-  else
-    ::unsetenv("SLURM_CPUS_PER_TASK");
-  const int t = dtrain::io::default_loader_threads(1);
-  CHECK(t >= 1);
-  CHECK(t <= dtrain::io::kMaxDefaultLoaderThreads);
-  CHECK(dtrain::io::default_loader_threads(1 << 20) >= 1);
+  // Without Slurm: the host's hardware threads over the ranks on it, clamped to
+  // [1, kMax]. Expected values from hardware_concurrency, so that the check is
+  // the same on any machine (and unset even when the test runs inside a Slurm job).
+  ::unsetenv("SLURM_CPUS_PER_TASK");
+  const int hw = int(std::thread::hardware_concurrency());
+  REQUIRE(hw >= 1);
+  auto expect = [&](int ranks) { return std::clamp(hw / ranks, 1, dtrain::io::kMaxDefaultLoaderThreads); };
+  INFO("hardware threads " << hw);
+  CHECK(dtrain::io::default_loader_threads(1) == expect(1));
+  CHECK(dtrain::io::default_loader_threads(2) == expect(2));
+  CHECK(dtrain::io::default_loader_threads(1 << 20) == 1);
+  if (saved) ::setenv("SLURM_CPUS_PER_TASK", saved->c_str(), 1);
 }

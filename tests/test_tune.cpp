@@ -157,7 +157,9 @@ TEST_CASE("tuned job file reads back to the same configuration", "[tune]") {
   CHECK(r.mode == "hybrid");
   CHECK(r.ps == 2);
   CHECK(r.ranks_per_node == 2);
-  CHECK(r.mean.size() == 1);
+  REQUIRE(r.mean.size() == 1);
+  CHECK(r.mean[0] == Approx(0.286f));
+  REQUIRE(r.std.size() == 1);
   CHECK(r.std[0] == Approx(0.353f));
   CHECK_FALSE(r.decay_bias_bn);
   CHECK(r.momentum == 0.9f);

@@ -51,6 +51,9 @@ ok=$(metrics ok.jsonl "$STEP" "$STEP" "$RUN")
 PROF='{"kind":"profile","model":"lenet5","threads":1,"cores":2,"param_bytes":246824,"fixed_bytes":740472,"per_sample_bytes":100000,"points":[{"minibatch":8,"t_c_s":0.002,"images_per_s":4000,"memory_bytes":1000000}],"intra":{"bandwidth_Bps":1e9,"latency_s":1e-6},"inter":{"bandwidth_Bps":2e9,"latency_s":2e-6}}'
 profile() { local f="$R/$1"; printf '%s\n' "$2" > "$f"; echo "$f"; }
 out=$("$DTRAIN" report --metrics "$ok" --profile "$(profile good.json "$PROF")") || fail "report on a good profile: $out"
+# The checks below look for what must NOT be there; first make sure the table is.
+grep -qE "ok\.jsonl +1 lenet5 " <<<"$out" || fail "report on a good profile printed no row for ok.jsonl: $out"
+grep -qF "of 1 configuration(s) outside" <<<"$out" || fail "report on a good profile printed no verdict line: $out"
 grep -qE 'inf|nan' <<<"$out" && fail "report prints inf/nan: $out"
 grep -q "not from the profile" <<<"$out" && fail "a matching run reported as not from the profile: $out"
 bad_profile() {  # bad_profile NAME SED-EXPRESSION MESSAGE

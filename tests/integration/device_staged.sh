@@ -6,7 +6,7 @@
 # in place of NCCL). With the reference kernels its parameters (and batch-norm
 # buffers) must be BITWISE those of --device cpu, in one process and in every
 # exchange mode. Also: --device cuda fails with exit 2 and a clear message
-# where it cannot run (a build without CUDA, or no GPU visible).
+# where it cannot run (a build without CUDA, or no GPU visible: made so here).
 source "$(dirname "$0")/lib.sh"
 D="$WORK/data"
 W="$SCRATCH"
@@ -35,14 +35,12 @@ resnet=(--model resnet20 --max-steps 2 --minibatch 4)
 pair resnet-1 1 "${resnet[@]}"
 pair resnet-hybrid 3 "${resnet[@]}" --mode hybrid --ps 1 --ranks-per-node 2
 
-# --device cuda where it cannot run: exit 2 with a message (skipped on a GPU machine).
-if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
-  echo "skip: a GPU is visible; --device cuda runs in bench/gpu-check.sh"
-else
-  out=$("$DTRAIN" train --job "$SRC/jobs/fashion_lenet.ini" --train-data "$D/fashion-mnist-train.h5" \
-          --test-data "" --metrics "" --max-steps 1 --device cuda 2>&1) && fail "--device cuda ran without a GPU: $out"
-  rc=$?
-  [ "$rc" = 2 ] || fail "--device cuda without a GPU: exit $rc, wanted 2: $out"
-  grep -qE "built without the CUDA backend|no CUDA device is visible" <<<"$out" || fail "--device cuda: unclear message: $out"
-  echo "ok: --device cuda without a GPU → exit 2: $(grep -oE "built without the CUDA backend|no CUDA device is visible" <<<"$out" | head -1)"
-fi
+# --device cuda where it cannot run: exit 2 with a message. The GPUs are hidden
+# from the CUDA runtime (an empty CUDA_VISIBLE_DEVICES), so this runs on a GPU
+# machine too; --device cuda itself runs in bench/gpu-check.sh.
+out=$(CUDA_VISIBLE_DEVICES="" "$DTRAIN" train --job "$SRC/jobs/fashion_lenet.ini" --train-data "$D/fashion-mnist-train.h5" \
+        --test-data "" --metrics "" --max-steps 1 --device cuda 2>&1) && fail "--device cuda ran without a GPU: $out"
+rc=$?
+[ "$rc" = 2 ] || fail "--device cuda without a GPU: exit $rc, wanted 2: $out"
+grep -qE "built without the CUDA backend|no CUDA device is visible" <<<"$out" || fail "--device cuda: unclear message: $out"
+echo "ok: --device cuda without a GPU → exit 2: $(grep -oE "built without the CUDA backend|no CUDA device is visible" <<<"$out" | head -1)"

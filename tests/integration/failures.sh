@@ -15,10 +15,17 @@ host=$(hostname)
 grep -q "rank 2 on $host: .*injected failure at step 5" <<<"$out" || fail "message does not name rank 2, its host and the cause"
 n=$(grep -c "dtrain: error:" <<<"$out" || true)
 [ "$n" = 1 ] || fail "the failure was printed $n times, wanted once: $out"
-# Printed first: before Open MPI's abort banner.
+# Printed first: before Open MPI's abort banner. Open MPI does not always get
+# to print that banner (it may kill the job first), and then there is no
+# order to check: said so, not passed silently.
 msg_line=$(grep -n "dtrain: error:" <<<"$out" | head -1 | cut -d: -f1)
 banner_line=$(grep -n "MPI_ABORT was invoked" <<<"$out" | head -1 | cut -d: -f1)
-[ -z "$banner_line" ] || [ "$msg_line" -lt "$banner_line" ] || fail "the message came after the abort banner: $out"
+if [ -n "$banner_line" ]; then
+  [ "$msg_line" -lt "$banner_line" ] || fail "the message came after the abort banner: $out"
+  echo "ok: the message (line $msg_line) came before Open MPI's abort banner (line $banner_line)"
+else
+  echo "SKIPPED-PART: Open MPI printed no abort banner this time; the message-before-banner order was not checked"
+fi
 [ "$took" -le 30 ] || fail "the job took $took s to stop"
 sleep 1
 if pgrep -f "$DTRAIN train" >/dev/null; then fail "processes left behind: $(pgrep -af "$DTRAIN train")"; fi
@@ -38,10 +45,13 @@ expect_exit 2 "ranks-per-node" -- mpirun -np 4 --oversubscribe "$DTRAIN" train "
 expect_exit 2 "not a regular file" -- "$DTRAIN" train "${args[@]}" --save-params /dev/null
 # An output under a regular file fails for root too (permissions do not stop root).
 touch afile
+tree_before=$(find . | sort)
 expect_exit 2 "'$SCRATCH/afile' is not a folder" -- "$DTRAIN" train "${args[@]}" --save-params afile/sub/p.h5
 expect_exit 2 "is not a folder" -- "$DTRAIN" train "${args[@]}" --runs-dir afile/runs --save-params auto
 expect_exit 2 "cannot create files" -- "$DTRAIN" train "${args[@]}" --save-params /proc/p.h5
-if [ -e afile/sub ]; then fail "a refused output created a folder"; fi
+# Nothing created by the refused starts: no run folder, no partial output.
+tree_after=$(find . | sort)
+[ "$tree_after" = "$tree_before" ] || fail "refused outputs created: $(comm -13 <(echo "$tree_before") <(echo "$tree_after"))"
 # srun with a mismatched PMI starts N singletons: each sees world size 1.
 expect_exit 2 "SLURM_NTASKS" -- env SLURM_NTASKS=4 "$DTRAIN" train "${args[@]}"
 # A rank that stalls (SIGSTOP) instead of dying: the others give up after
@@ -64,7 +74,9 @@ kill -STOP "$server"
 wait "$job" || true
 took=$(( $(date +%s) - start ))
 grep -q "did not complete within 5 s" "$SCRATCH/stall.log" || fail "no timeout message: $(tail -5 "$SCRATCH/stall.log")"
-grep -q "^rc=0" "$SCRATCH/stall.log" && fail "a stalled job exited 0"
+rc_line=$(grep "^rc=" "$SCRATCH/stall.log" || true)
+[ -n "$rc_line" ] || fail "the stalled job's exit code was not recorded: $(tail -5 "$SCRATCH/stall.log")"
+[ "$rc_line" != "rc=0" ] || fail "a stalled job exited 0"
 [ "$took" -le 60 ] || fail "the stalled job took $took s to end"
 sleep 1
 if pgrep -f "$DTRAIN train" >/dev/null; then pkill -KILL -f "$DTRAIN train"; fail "processes left behind after a stall"; fi

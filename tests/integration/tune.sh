@@ -48,7 +48,10 @@ pt = p["points"][0]
 assert len(pt["t_c_process_s"]) == 2 and len(pt["t_c_samples_s"]) == 4, pt
 assert 0 <= p["poll_cpu_fraction"] < 0.5 and p["poll_period_s"] > 0, p
 PY
-"$DTRAIN" train --job "$W/tuned.ini" --max-steps 5 --log-interval 2 --metrics "$W/one2.jsonl"
+# A second run of the same configuration (its own parameters file: the tuned
+# job names one, and an existing explicit output is refused).
+"$DTRAIN" train --job "$W/tuned.ini" --max-steps 5 --log-interval 2 --metrics "$W/one2.jsonl" \
+  --save-params "$W/one2.params.h5"
 out=$("$DTRAIN" report --profile "$W/tuned.ini.profile.json" --metrics "$W/one.jsonl" "$W/one2.jsonl" "$W/four.jsonl")
 echo "$out"
 grep -q "lenet5" <<<"$out" || fail "report lacks the runs"
