@@ -1,6 +1,7 @@
 # tests/integration/lib.sh — helpers for the integration tests (sourced).
 # Usage: DTRAIN=build/dtrain WORK=dir bash tests/integration/<test>.sh
 set -euo pipefail
+IT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)  # before the cd below
 : "${DTRAIN:?path of the dtrain binary}"
 : "${WORK:?scratch folder}"
 mkdir -p "$WORK"
@@ -27,4 +28,4 @@ expect_exit() {
 }
 
 # json_field FILE KIND FIELD (and job_value): the shared helpers of bench/lib.sh.
-source "$(dirname "${BASH_SOURCE[0]}")/../../bench/lib.sh"
+source "$IT_DIR/../../bench/lib.sh"
