@@ -21,9 +21,10 @@
 //                                    ps/hybrid: params = the servers' new params
 //                                    (with a device arena: in device memory)
 // Server protocol: serve(params, rule) until every sender called stop().
-// Sums are taken in a fixed sender order, so results are deterministic; every
+// Sums are taken in a fixed order, so results are deterministic; every
 // transfer is cut into chunks of at most max_chunk_elems elements; offsets
-// and counts are size_t.
+// and counts are size_t. The wire protocols, each stated once where it is
+// implemented: allreduce in exchange.cpp, ps/hybrid in ps_client.cpp.
 #pragma once
 
 #include <cstddef>
@@ -46,9 +47,11 @@ const char* mode_name(Mode m);
 // pointers (a GPU's, or the cpu-staged test device's): the exchange never
 // reads them itself but stages through its own host buffers (host_alloc:
 // pinned on CUDA; this OpenMPI is not CUDA-aware) with download/upload, slice
-// by slice (bucket by bucket) as grads_ready reports them, and reduces inside
-// a node with an IntraNodeReducer (intra_node.hpp: NCCL on a CUDA device, else
-// MPI). Protocol in device_step.cpp. The hooks are called from the
+// by slice (bucket by bucket) as grads_ready reports them. Inside a node it
+// reduces with an IntraNodeReducer where one works on the device memory
+// (intra_node.hpp: NCCL on a CUDA device, MPI on cpu-staged memory), else with
+// the host protocol on the staged copies. The same step code serves host and
+// device arenas (staging.hpp). The hooks are called from the
 // communication thread; each returns when its copy is complete and is ordered
 // after the device work queued before the range was reported ready.
 struct DeviceArena {

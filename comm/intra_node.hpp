@@ -11,9 +11,10 @@
 //              cpu-staged test device) it works on the arena itself, else on
 //              the caller's host staging buffers (on_device() says which).
 //
-// The exchange's device path (device_step.cpp) calls the same three
-// collectives in the same order whichever reducer it got, so the CPU run with
-// the MPI reducer on cpu-staged memory walks the control flow of the NCCL run.
+// The exchange (ps_client.cpp, exchange.cpp) calls the collectives where the
+// reducer works on the device memory itself (on_device()); on host memory its
+// own point-to-point node reduction does the same sums. The CPU run with the
+// MPI reducer on cpu-staged memory thus walks the control flow of the NCCL run.
 //
 // Sum order: MPI — the leader adds the members' buffers to its own in
 // local-rank order, ((r0 + r1) + r2) + …, exactly as the host hybrid leader

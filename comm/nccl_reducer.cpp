@@ -11,15 +11,6 @@
 
 #include "core/error.hpp"
 
-// The NCCL member of the DT_CHECK_* family (core/error.hpp).
-#define DT_CHECK_NCCL(call)                                                                   \
-  do {                                                                                        \
-    ncclResult_t dt_rc_ = (call);                                                             \
-    if (dt_rc_ != ncclSuccess)                                                                \
-      throw ::dtrain::Error(::dtrain::detail::where(__FILE__, __LINE__) + #call " failed: " + \
-                            ncclGetErrorString(dt_rc_));                                      \
-  } while (0)
-
 namespace dtrain::comm {
 
 NcclReducer::NcclReducer(MPI_Comm node_comm, int device, double timeout_s)

@@ -1,36 +1,71 @@
-// comm/ps_client.cpp — the worker side of the ps and hybrid modes: one step
-// of the communication thread (see exchange.cpp for the threading).
+// comm/ps_client.cpp — the worker side of the ps and hybrid modes, for host
+// and device arenas alike (one step of the communication thread; threading in
+// step_channel.hpp), and the one statement of the ps/hybrid protocol; the
+// server half is implemented in ps_server.cpp.
 //
-// Protocol of one step s, as seen from a worker (ShardMap slices j, in
-// descending order of begin, tags from chunked.hpp, every transfer chunked):
+// Protocol of one step s. ShardMap slices j (shard.hpp), tags from
+// chunked.hpp (the step's parity is in the tag, so a fast sender's next step
+// never matches this one), every transfer chunked (chunked.hpp). Senders:
+// every worker (ps) or every node leader (hybrid), ascending world rank.
+// g, p: the arena; G(j), P(j): the staging's host copy of g[j] and the host
+// place of p[j] (staging.hpp: g[j], p[j] themselves for a host arena).
 //
-//   ps, every worker (a "sender"):
-//     → each server:  control message s                    (tag 0, ps_comm)
+//   ps, every worker (a sender):
+//     → each server:  control message s                       (tag 0, ps_comm)
 //     as soon as slice j is completely ready (watermark ≤ begin_j):
-//     → server(j):    grads[j]                             (tag_grad(j, s))
-//     ← server(j):    new params[j], straight into params  (tag_param(j, s))
+//     → server(j):    G(j)                                    (tag_grad(j, s))
+//     ← server(j):    new params into P(j); put_params        (tag_param(j, s))
 //
-//   hybrid, node member (local rank > 0):
-//     → leader:       grads[j] when ready                  (tag_grad(j, s), node)
-//     ← leader:       new params[j]                        (tag_param(j, s), node)
+//   hybrid, node reduction by point-to-point on the host (a host arena, or a
+//   device arena whose reducer works on host memory):
+//     member (local rank > 0):
+//       → leader:     G(j) when ready                         (tag_grad(j, s), node)
+//       ← leader:     P(j); put_params                        (tag_param(j, s), node)
+//     leader (local rank 0, the node's sender):
+//       → each server: control message s
+//       ← each member: grads[j], all receives posted at step start into one
+//                      buffer per member (a member never waits for its leader)
+//       when slice j is ready locally and every member's part arrived:
+//                      node_sum[j] = ((G(j) + member 1) + member 2) + …
+//       → server(j):   node_sum[j];  ← server(j): P(j); put_params
+//       → each member: P(j) as soon as it arrived from the server
 //
-//   hybrid, node leader (local rank 0, the node's sender):
-//     → each server:  control message s
-//     ← each member:  grads[j], all receives posted at step start into one
-//                     buffer per member
-//     when slice j is ready locally and every member's part arrived:
-//                     node_sum[j] = ((own + member 1) + member 2) + …
-//                     (local-rank order: deterministic)
-//     → server(j):    node_sum[j];  ← server(j): params[j]
-//     → each member:  params[j] as soon as it arrived from the server
+//   hybrid, node reduction on the device (IntraNodeReducer::on_device():
+//   NCCL, or MPI on cpu-staged memory), collectives called by every node
+//   member in the same order — all reductions, then all broadcasts, slices
+//   descending:
+//       as slice j gets ready:     reducer.reduce_to_leader(g[j]);
+//                                  leader: → server(j): G(j) (the node sum),
+//                                  ← server(j): P(j); put_params
+//       then, for j descending:    leader waits for P(j);
+//                                  reducer.broadcast_from_leader(p[j])
 //
-// Parameters of slice j are overwritten only after slice j's gradients were
-// reported ready, i.e. after backward stopped reading them. The loop polls
-// (MPI_Testsome, then a ≤ 200 µs sleep on the condition variable that
-// grads_ready signals) while backward may still report ranges, and blocks in
-// wait_some (comm/wait.hpp) once the whole arena is ready.
-#include <chrono>
-
+//   server, for each step (ps_server.cpp):
+//     1. receive one control message from every sender: all −1 → return
+//        (every sender called stop()); all equal s ≥ 0 → step s; anything
+//        else → Error (a sender stopped or skipped a step early)
+//     2. post every gradient receive of the step at once, one buffer per
+//        sender, so senders may send their slices in any order
+//     3. when all senders' parts of slice j are in:
+//          gradsum[j] = ((sender 0 + sender 1) + sender 2) + …
+//          rule(params, gradsum, begin_j, end_j, s);  → every sender: params[j]
+//     4. wait for the step's sends
+//
+// Determinism: every sum is taken in a fixed order that does not depend on
+// timing — a leader adds its members in local-rank order (the MPI reducer's
+// order too), a server its senders in world-rank order — and each slice
+// receives exactly one contribution per sender per step. Staging copies move
+// bits unchanged, so a cpu-staged device arena gives the host arena's bits in
+// every placement of the reducer (NCCL's order is its own, fixed for a fixed
+// topology). Parameters of slice j are overwritten only after slice j's
+// gradients were reported ready, i.e. after backward stopped reading them.
+// Side effect: with the reducer on the device a leader's g holds the node sum
+// after the step.
+//
+// Waiting: the loop polls (MPI_Testsome, then a ≤ 200 µs sleep on the
+// channel's condition variable, which grads_ready signals) while backward may
+// still report ranges, and blocks in wait_some (comm/wait.hpp) once the whole
+// arena is ready.
 #include "comm/chunked.hpp"
 #include "comm/exchange_impl.hpp"
 #include "core/error.hpp"
@@ -44,15 +79,12 @@ constexpr double kPollS = 200e-6;
 
 void Exchange::Impl::run_step_ps() {
   const bool hybrid = opts.mode == Mode::hybrid;
-  const bool leader = !hybrid || topo.is_leader();  // talks to the servers
-  const int members = hybrid && leader ? topo.local_size() - 1 : 0;
+  const bool sender = !hybrid || topo.is_leader();  // talks to the servers
+  const bool red_dev = hybrid && reducer_on_device();
+  const int members = hybrid && sender && !red_dev ? topo.local_size() - 1 : 0;
   const auto& slices = map.slices();
   const size_t ns = slices.size();
-  int64_t st;
-  {
-    std::lock_guard<std::mutex> lk(mu);
-    st = step;
-  }
+  const int64_t st = channel.step();
 
   std::vector<MPI_Request> reqs;
   std::vector<std::pair<size_t, Ev>> evs;  // per request: (slice, kind)
@@ -67,7 +99,7 @@ void Exchange::Impl::run_step_ps() {
     return n;
   };
 
-  if (leader) {
+  if (sender) {
     ctrl_msg = st;
     for (int s = 0; s < topo.num_servers(); ++s) {
       MPI_Request r;
@@ -90,13 +122,33 @@ void Exchange::Impl::run_step_ps() {
       }
   }
 
-  std::vector<char> uplinked(ns, 0);
-  size_t params_done = 0;
+  std::vector<char> uplinked(ns, 0), arrived(ns, 0);
+  size_t num_uplinked = 0, params_done = 0;
+  size_t next_bcast = ns;  // red_dev: slices [0, next_bcast) still to broadcast
   float* g = nullptr;
   float* p = nullptr;
+  // Slice j's parameters are in P(j) on this rank.
+  auto params_arrived = [&](size_t j) {
+    const Slice& sl = slices[j];
+    staging.put_params(p, sl.begin, sl.count);
+    for (int m = 0; m < members; ++m) {
+      detail::isend_chunked(staging.params(p, sl.begin), sl.count, m + 1, detail::tag_param(j, st), node_comm,
+                            chunk, tmp);
+      track(j, Ev::send);
+    }
+    if (red_dev) arrived[j] = 1;  // final after the broadcast
+    else ++params_done;
+  };
   auto uplink = [&](size_t j) {
     const Slice& sl = slices[j];
-    const float* src = g + sl.begin;
+    uplinked[j] = 1;
+    ++num_uplinked;
+    if (red_dev && sl.count > 0) reducer->reduce_to_leader(g + sl.begin, sl.count);
+    if (red_dev && !sender) {
+      arrived[j] = 1;  // the leader's broadcast brings them
+      return;
+    }
+    const float* src = staging.grads(g, sl.begin, sl.count);
     if (members > 0) {
       float* d = node_sum.get() + sl.begin;
       std::copy(src, src + sl.count, d);
@@ -106,26 +158,34 @@ void Exchange::Impl::run_step_ps() {
       }
       src = d;
     }
-    const int peer = leader ? topo.server_rank(sl.server) : 0;
-    MPI_Comm comm = leader ? ps_comm : node_comm;
+    const int peer = sender ? topo.server_rank(sl.server) : 0;
+    MPI_Comm comm = sender ? ps_comm : node_comm;
     detail::isend_chunked(src, sl.count, peer, detail::tag_grad(j, st), comm, chunk, tmp);
     track(j, Ev::send);
-    detail::irecv_chunked(p + sl.begin, sl.count, peer, detail::tag_param(j, st), comm, chunk, tmp);
+    detail::irecv_chunked(staging.params(p, sl.begin), sl.count, peer, detail::tag_param(j, st), comm, chunk, tmp);
     param_left[j] += track(j, Ev::param);
-    uplinked[j] = 1;
-    if (param_left[j] == 0) ++params_done;  // an empty slice
+    if (param_left[j] == 0) params_arrived(j);  // an empty slice
+  };
+  // red_dev: the broadcasts, in slice order once every reduction is done.
+  auto broadcast = [&]() {
+    bool any = false;
+    while (red_dev && num_uplinked == ns && next_bcast > 0 && arrived[next_bcast - 1]) {
+      const Slice& sl = slices[--next_bcast];
+      if (sl.count > 0) reducer->broadcast_from_leader(p + sl.begin, sl.count);
+      ++params_done;
+      any = true;
+    }
+    return any;
   };
 
   size_t lo = arena;  // watermark, re-read every round
   std::vector<int> idx;
   while (params_done < ns) {
     // 1. Slices that became sendable, highest first (the order they get ready).
-    {
-      std::lock_guard<std::mutex> lk(mu);
-      g = grads;
-      p = params;
-      lo = grads != nullptr ? ready_lo : arena;
-    }
+    const detail::StepChannel::View v = channel.view();
+    g = v.grads;
+    p = v.params;
+    lo = v.lo;
     bool progressed = false;
     if (g != nullptr)
       for (size_t j = ns; j-- > 0;)
@@ -133,6 +193,7 @@ void Exchange::Impl::run_step_ps() {
           uplink(j);
           progressed = true;
         }
+    progressed |= broadcast();
     if (params_done == ns) break;
     // 2. Completions: poll while backward may still report ranges, else block.
     idx.resize(reqs.size());
@@ -140,7 +201,7 @@ void Exchange::Impl::run_step_ps() {
     if (lo > 0 || g == nullptr) {
       DT_CHECK_MPI(MPI_Testsome(static_cast<int>(reqs.size()), reqs.data(), &count, idx.data(), MPI_STATUSES_IGNORE));
       if (count == MPI_UNDEFINED) count = 0;
-      if (count == 0 && !progressed) wait_ready(lo, kPollS);
+      if (count == 0 && !progressed) channel.wait_below(lo, kPollS);
     } else {
       count = detail::wait_some(reqs, idx);
       DT_CHECK(count != MPI_UNDEFINED, "ps step ", st, ": nothing left to wait for, yet ", ns - params_done,
@@ -148,16 +209,8 @@ void Exchange::Impl::run_step_ps() {
     }
     for (int c = 0; c < count; ++c) {
       const auto [j, kind] = evs[static_cast<size_t>(idx[static_cast<size_t>(c)])];
-      if (kind == Ev::member_grad) {
-        --member_left[j];
-      } else if (kind == Ev::param && --param_left[j] == 0) {
-        ++params_done;
-        for (int m = 0; m < members; ++m) {
-          detail::isend_chunked(p + slices[j].begin, slices[j].count, m + 1, detail::tag_param(j, st), node_comm,
-                                chunk, tmp);
-          track(j, Ev::send);
-        }
-      }
+      if (kind == Ev::member_grad) --member_left[j];
+      else if (kind == Ev::param && --param_left[j] == 0) params_arrived(j);
     }
   }
   detail::wait_all(reqs);

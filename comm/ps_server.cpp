@@ -1,28 +1,13 @@
-// comm/ps_server.cpp — the parameter-server loop (ps and hybrid modes).
+// comm/ps_server.cpp — the parameter-server loop: the server half of the
+// ps/hybrid protocol, whose one statement (with its determinism argument) is
+// at the top of ps_client.cpp; the numbers below are its server steps.
 //
-// Senders: every worker (ps) or every node leader (hybrid), in ascending world
-// rank — the fixed order of the sums. A server owns the ShardMap slices with
-// slice.server == its index. One step of the loop:
-//
-//   1. receive one control message (int64, tag 0) from every sender:
-//        all −1            → every sender called stop(): return
-//        all equal s ≥ 0   → step s
-//        anything else     → Error (a sender stopped or skipped a step early)
-//   2. post every receive of the step at once, one MPI_Irecv per
-//      (sender, own slice, chunk), into one buffer per sender
-//      (tag_grad(j, s)): senders may send their slices in any order, and the
-//      step-parity bit in the tag keeps a fast sender's next step apart;
-//   3. wait_some (comm/wait.hpp); when all chunks of slice j from all senders are in:
-//        gradsum[j] = ((sender 0 + sender 1) + sender 2) + …   (fixed order)
-//        rule(params, gradsum, begin_j, end_j, s)
-//        → every sender: params[j]                  (tag_param(j, s))
-//   4. wait for the step's sends, back to 1.
-//
-// The rule sees the whole arena through params/gradsum but touches only
-// [begin, end); its optimizer state (momentum) lives on the server.
-// Buffers: one per sender sized to this server's load, and an arena-sized
-// gradsum left uninitialised (pages of other servers' slices are never
-// touched, so never committed).
+// A server owns the ShardMap slices with slice.server == its index. Buffers:
+// one per sender sized to this server's load, and an arena-sized gradsum left
+// uninitialised (pages of other servers' slices are never touched, so never
+// committed). The rule sees the whole arena through params/gradsum but
+// touches only [begin, end); its optimizer state (momentum) lives on the
+// server.
 #include <memory>
 
 #include "comm/chunked.hpp"
@@ -31,10 +16,11 @@
 
 namespace dtrain::comm {
 
-void Exchange::Impl::serve(float* params, const UpdateRule& rule) {
+void detail::serve_ps(const Topology& topo, Mode mode, const ShardMap& map, MPI_Comm ps_comm, size_t chunk,
+                      float* params, const UpdateRule& rule) {
   DT_CHECK(topo.is_server(), "serve() on a worker (rank ", topo.rank(), ")");
   DT_CHECK(static_cast<bool>(rule), "serve() without an update rule");
-  const std::vector<int> from = senders();
+  const std::vector<int> from = senders(topo, mode);
   const size_t nsend = from.size();
   const int me = topo.server_index();
   const auto& slices = map.slices();
@@ -50,7 +36,7 @@ void Exchange::Impl::serve(float* params, const UpdateRule& rule) {
     }
   std::vector<std::unique_ptr<float[]>> bufs;
   for (size_t s = 0; s < nsend; ++s) bufs.emplace_back(new float[load]);
-  std::unique_ptr<float[]> gsum(new float[arena]);
+  std::unique_ptr<float[]> gsum(new float[map.total()]);
 
   std::vector<int64_t> ctrl(nsend);
   std::vector<MPI_Request> reqs, sends, tmp;

@@ -7,7 +7,7 @@
 //      rank throws the same UsageError or none does;
 //   2. workers = the first W = size − N_ps ranks (MPI_Comm_split);
 //   3. nodes: virtual nodes of K consecutive workers, or the shared-memory
-//      domains of the workers (MPI_Comm_split_type over `workers`);
+//      domains of the workers (split_host over `workers`, discovery.hpp);
 //   4. leaders: one allgather over the world of "my leader's world rank" (−1
 //      on servers) numbers the nodes by their leader, so servers know them too;
 //   5. ranks_on_host: a shared-memory split of the whole world.
@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "comm/discovery.hpp"
 #include "core/error.hpp"
 #include "core/settings.hpp"
 
@@ -77,7 +78,7 @@ Topology::Topology(MPI_Comm world, const TopologyOptions& o) {
     if (o.ranks_per_node > 0) {
       DT_CHECK_MPI(MPI_Comm_split(workers_, rank_ / o.ranks_per_node, rank_, &node_comm_));
     } else {
-      DT_CHECK_MPI(MPI_Comm_split_type(workers_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node_comm_));
+      node_comm_ = split_host(workers_).release();
     }
     DT_CHECK_MPI(MPI_Comm_rank(node_comm_, &local_rank_));
     DT_CHECK_MPI(MPI_Comm_size(node_comm_, &local_size_));
@@ -108,10 +109,7 @@ Topology::Topology(MPI_Comm world, const TopologyOptions& o) {
   DT_CHECK_MPI(MPI_Comm_split(world_, is_leader() ? 0 : MPI_UNDEFINED, rank_, &leaders_comm_));
 
   // 5. Ranks sharing this machine, servers included.
-  MPI_Comm host = MPI_COMM_NULL;
-  DT_CHECK_MPI(MPI_Comm_split_type(world_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &host));
-  DT_CHECK_MPI(MPI_Comm_size(host, &ranks_on_host_));
-  free_comm(host);
+  ranks_on_host_ = split_host(world_).size();
 }
 
 Topology::~Topology() {

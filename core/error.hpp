@@ -14,7 +14,15 @@
 //   DT_FAIL(msg...)          throw unconditionally
 //   DT_CHECK_MPI(call)       an MPI call returning MPI_SUCCESS (comm/ includes mpi.h)
 //   DT_CHECK_H5(call)        an HDF5 call returning a negative value on failure
-//   DT_CHECK_CUDA(call)      a CUDA runtime call (layers/cuda)
+//   DT_CHECK_CUDA(call)      a CUDA runtime call (layers/cuda, comm/nccl_reducer)
+//   DT_CHECK_CUDNN(call)     a cuDNN call (layers/cuda)
+//   DT_CHECK_CUBLAS(call)    a cuBLAS call (layers/cuda)
+//   DT_CHECK_NCCL(call)      an NCCL call (comm/nccl_reducer)
+// The four GPU macros are one generic check (DT_CHECK_STATUS: a status that
+// must equal the library's success value, its text from the library's own
+// string function). They are macros only: this header includes no toolkit
+// header, so core/ builds without CUDA, and they expand only in code that
+// includes the library's header itself.
 // Each message reads "rank R on HOST: <file>:<line>: <what>" (the rank part
 // only in a job of more than one rank).
 #pragma once
@@ -102,10 +110,16 @@ std::string where(const char* file, int line);
     return dt_rc_;                                                                            \
   }())
 
-#define DT_CHECK_CUDA(call)                                                                   \
-  do {                                                                                        \
-    auto dt_rc_ = (call);                                                                     \
-    if (dt_rc_ != cudaSuccess)                                                                \
+// A library call whose status must equal `ok`; to_string(status) names the failure.
+#define DT_CHECK_STATUS(call, ok, to_string)                                                \
+  do {                                                                                      \
+    auto dt_rc_ = (call);                                                                   \
+    if (dt_rc_ != (ok))                                                                     \
       throw ::dtrain::Error(::dtrain::detail::where(__FILE__, __LINE__) + #call " failed: " + \
-                            cudaGetErrorString(dt_rc_));                                      \
+                            to_string(dt_rc_));                                             \
   } while (0)
+
+#define DT_CHECK_CUDA(call) DT_CHECK_STATUS(call, cudaSuccess, cudaGetErrorString)
+#define DT_CHECK_CUDNN(call) DT_CHECK_STATUS(call, CUDNN_STATUS_SUCCESS, cudnnGetErrorString)
+#define DT_CHECK_CUBLAS(call) DT_CHECK_STATUS(call, CUBLAS_STATUS_SUCCESS, cublasGetStatusString)
+#define DT_CHECK_NCCL(call) DT_CHECK_STATUS(call, ncclSuccess, ncclGetErrorString)

@@ -18,6 +18,7 @@
 #include <sstream>
 #include <vector>
 
+#include "comm/discovery.hpp"
 #include "comm/exchange.hpp"
 #include "comm/topology.hpp"
 #include "core/error.hpp"
@@ -82,33 +83,6 @@ double time_mpi_allreduce(MPI_Comm c, size_t floats, int iters) {
   return median(t);
 }
 
-double time_pingpong(MPI_Comm world, size_t bytes, int iters) {
-  int rank = 0;
-  MPI_Comm_rank(world, &rank);
-  std::vector<char> buf(bytes);
-  std::vector<double> t;
-  for (int i = 0; i < iters + 1; ++i) {
-    MPI_Barrier(world);
-    double t0 = now();
-    // Chunked below 2^31 bytes.
-    for (size_t off = 0; off < bytes || (bytes == 0 && off == 0); off += size_t{1} << 30) {
-      int n = static_cast<int>(std::min(bytes - off, size_t{1} << 30));
-      if (rank == 0) {
-        MPI_Send(buf.data() + off, n, MPI_BYTE, 1, 7, world);
-        MPI_Recv(buf.data() + off, n, MPI_BYTE, 1, 7, world, MPI_STATUS_IGNORE);
-      } else if (rank == 1) {
-        MPI_Recv(buf.data() + off, n, MPI_BYTE, 0, 7, world, MPI_STATUS_IGNORE);
-        MPI_Send(buf.data() + off, n, MPI_BYTE, 0, 7, world);
-      }
-      if (bytes == 0) break;
-    }
-    double dt = (now() - t0) / 2;  // one way
-    MPI_Bcast(&dt, 1, MPI_DOUBLE, 0, world);
-    if (i > 0) t.push_back(dt);
-  }
-  return median(t);
-}
-
 }  // namespace
 
 int cmd_bench_comm(const std::vector<std::string>& args) {
@@ -150,7 +124,7 @@ int cmd_bench_comm(const std::vector<std::string>& args) {
     int it = bytes >= 64.0 * 1048576 ? std::max(2, iters / 2) : iters;
     double t_mpi = time_mpi_allreduce(MPI_COMM_WORLD, floats, it);
     double t_ar = time_exchange(all, comm::Mode::allreduce, floats, it);
-    double t_pp = time_pingpong(MPI_COMM_WORLD, static_cast<size_t>(bytes), it);
+    double t_pp = comm::pingpong_seconds(MPI_COMM_WORLD, 0, 1, static_cast<size_t>(bytes), it);
     double t_ps = 0, t_hy = 0;
     if (with_ps) {
       t_ps = time_exchange(*servers, comm::Mode::ps, floats, it);

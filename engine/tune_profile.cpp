@@ -14,6 +14,7 @@
 #include <random>
 #include <thread>
 
+#include "comm/discovery.hpp"
 #include "core/error.hpp"
 #include "engine/compute.hpp"
 #include "io/batch.hpp"
@@ -249,33 +250,10 @@ void measure_memory(const std::string& model, int classes, Profile& p) {
   p.per_sample_bytes = 2.0 * 4.0 * act;       // activations and their gradients
 }
 
-double pingpong_seconds(MPI_Comm world, int a, int b, size_t bytes, int iters, bool fastest) {
-  int rank = 0;
-  MPI_Comm_rank(world, &rank);
-  DT_CHECK(bytes < (size_t{1} << 31), "ping-pong of ", bytes, " bytes");
-  std::vector<char> buf(std::max<size_t>(bytes, 1));
-  const int n = static_cast<int>(bytes);
-  std::vector<double> t;
-  for (int i = 0; i <= iters; ++i) {
-    DT_CHECK_MPI(MPI_Barrier(world));
-    double t0 = MPI_Wtime();
-    if (rank == a) {
-      DT_CHECK_MPI(MPI_Send(buf.data(), n, MPI_BYTE, b, 11, world));
-      DT_CHECK_MPI(MPI_Recv(buf.data(), n, MPI_BYTE, b, 11, world, MPI_STATUS_IGNORE));
-    } else if (rank == b) {
-      DT_CHECK_MPI(MPI_Recv(buf.data(), n, MPI_BYTE, a, 11, world, MPI_STATUS_IGNORE));
-      DT_CHECK_MPI(MPI_Send(buf.data(), n, MPI_BYTE, a, 11, world));
-    }
-    double dt = (MPI_Wtime() - t0) / 2;
-    DT_CHECK_MPI(MPI_Bcast(&dt, 1, MPI_DOUBLE, a, world));
-    if (i > 0) t.push_back(dt);
-  }
-  return fastest ? *std::min_element(t.begin(), t.end()) : median(t);
-}
-
 perf::Link measure_link(MPI_Comm world, int a, int b, size_t bytes) {
-  double lat = pingpong_seconds(world, a, b, 8, 50, true);
-  double big = pingpong_seconds(world, a, b, bytes, 10);
+  DT_CHECK(bytes < (size_t{1} << 31), "ping-pong of ", bytes, " bytes");
+  double lat = comm::pingpong_seconds(world, a, b, 8, 50, true);
+  double big = comm::pingpong_seconds(world, a, b, bytes, 10);
   perf::Link l;
   l.latency = lat;
   l.bandwidth = static_cast<double>(bytes) / std::max(big - lat, 1e-9);

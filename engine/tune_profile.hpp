@@ -92,11 +92,8 @@ double measure_step_time(const TrainConfig& cfg, int x, int steps, int threads,
 // Memory figures of the model (bytes): fills fixed_bytes, per_sample_bytes, param_bytes.
 void measure_memory(const std::string& model, int classes, Profile& p);
 
-// Ping-pong between world ranks a and b (collective over `world`; other ranks
-// wait): one-way time of `bytes`, median (or the fastest) of `iters`. Seconds.
-double pingpong_seconds(MPI_Comm world, int a, int b, size_t bytes, int iters, bool fastest = false);
-
-// Bandwidth and latency from a small (8 B) and a large (`bytes`) ping-pong:
+// Bandwidth and latency from a small (8 B) and a large (`bytes`) ping-pong
+// (comm::pingpong_seconds between world ranks a and b, collective over `world`):
 //   latency = fastest t(8 B) (the link, not the scheduler),  bandwidth = bytes / (t(bytes) − latency).
 perf::Link measure_link(MPI_Comm world, int a, int b, size_t bytes);
 

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <thread>
 
+#include "comm/discovery.hpp"
 #include "comm/wait.hpp"
 #include "core/error.hpp"
 #include "core/format.hpp"
@@ -40,11 +41,11 @@ int other_node_rank(MPI_Comm world, int ranks_per_node) {
   DT_CHECK_MPI(MPI_Comm_rank(world, &rank));
   DT_CHECK_MPI(MPI_Comm_size(world, &size));
   if (ranks_per_node > 0) return ranks_per_node < size ? ranks_per_node : -1;
-  MPI_Comm shared;
-  DT_CHECK_MPI(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &shared));
   int leader = rank;
-  DT_CHECK_MPI(MPI_Allreduce(&rank, &leader, 1, MPI_INT, MPI_MIN, shared));
-  MPI_Comm_free(&shared);
+  {
+    const comm::Comm shared = comm::split_host(world);
+    DT_CHECK_MPI(MPI_Allreduce(&rank, &leader, 1, MPI_INT, MPI_MIN, shared.get()));
+  }
   std::vector<int> leaders(static_cast<size_t>(size));
   DT_CHECK_MPI(MPI_Allgather(&leader, 1, MPI_INT, leaders.data(), 1, MPI_INT, world));
   for (int r = 0; r < size; ++r)

@@ -1,7 +1,7 @@
 // layers/cuda/cuda_common.hpp — internals shared by the CUDA backend's files:
-// the check macros for cuDNN and cuBLAS (the DT_CHECK_* family of
-// core/error.hpp), the per-backend context (device, library handles, shared
-// workspace, convolution reports) and the factories of the stateful kernels.
+// the per-backend context (device, library handles, shared workspace,
+// convolution reports) and the factories of the stateful kernels. The cuDNN
+// and cuBLAS check macros are core/error.hpp's.
 //
 //   cuda_backend.cpp    the Backend: storage, transfers, elementwise ops, factory
 //   cuda_conv.cpp       convolution (cuDNN, algorithm search) and linear (cuBLAS)
@@ -19,22 +19,6 @@
 
 #include "core/error.hpp"
 #include "layers/cuda/cuda_backend.hpp"
-
-#define DT_CHECK_CUDNN(call)                                                                  \
-  do {                                                                                        \
-    cudnnStatus_t dt_rc_ = (call);                                                            \
-    if (dt_rc_ != CUDNN_STATUS_SUCCESS)                                                       \
-      throw ::dtrain::Error(::dtrain::detail::where(__FILE__, __LINE__) + #call " failed: " + \
-                            cudnnGetErrorString(dt_rc_));                                     \
-  } while (0)
-
-#define DT_CHECK_CUBLAS(call)                                                                 \
-  do {                                                                                        \
-    cublasStatus_t dt_rc_ = (call);                                                           \
-    if (dt_rc_ != CUBLAS_STATUS_SUCCESS)                                                      \
-      throw ::dtrain::Error(::dtrain::detail::where(__FILE__, __LINE__) + #call " failed: " + \
-                            cublasGetStatusString(dt_rc_));                                   \
-  } while (0)
 
 namespace dtrain::layers::cuda {
 

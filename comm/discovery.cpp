@@ -1,0 +1,74 @@
+// comm/discovery.cpp — node discovery and the ping-pong (discovery.hpp).
+#include "comm/discovery.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include "core/error.hpp"
+
+namespace dtrain::comm {
+
+Comm::~Comm() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized && c_ != MPI_COMM_NULL) MPI_Comm_free(&c_);
+}
+
+Comm& Comm::operator=(Comm&& o) noexcept {
+  if (this != &o) {
+    Comm gone(c_);
+    c_ = o.release();
+  }
+  return *this;
+}
+
+int Comm::rank() const {
+  int r = 0;
+  DT_CHECK_MPI(MPI_Comm_rank(c_, &r));
+  return r;
+}
+
+int Comm::size() const {
+  int s = 0;
+  DT_CHECK_MPI(MPI_Comm_size(c_, &s));
+  return s;
+}
+
+Comm split_host(MPI_Comm c) {
+  MPI_Comm host = MPI_COMM_NULL;
+  DT_CHECK_MPI(MPI_Comm_split_type(c, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host));
+  return Comm(host);
+}
+
+double pingpong_seconds(MPI_Comm c, int a, int b, size_t bytes, int iters, bool fastest) {
+  DT_CHECK(iters >= 1, "ping-pong with ", iters, " iterations");
+  int rank = 0;
+  DT_CHECK_MPI(MPI_Comm_rank(c, &rank));
+  constexpr size_t kPiece = size_t{1} << 30;  // MPI's int count, in bytes
+  constexpr int kTag = 11;
+  std::vector<char> buf(std::max<size_t>(bytes, 1));
+  std::vector<double> t;
+  for (int i = 0; i <= iters; ++i) {
+    DT_CHECK_MPI(MPI_Barrier(c));
+    const double t0 = MPI_Wtime();
+    for (size_t off = 0; off < bytes || off == 0; off += kPiece) {  // one empty message for 0 bytes
+      const int n = static_cast<int>(std::min(bytes - off, kPiece));
+      if (rank == a) {
+        DT_CHECK_MPI(MPI_Send(buf.data() + off, n, MPI_BYTE, b, kTag, c));
+        DT_CHECK_MPI(MPI_Recv(buf.data() + off, n, MPI_BYTE, b, kTag, c, MPI_STATUS_IGNORE));
+      } else if (rank == b) {
+        DT_CHECK_MPI(MPI_Recv(buf.data() + off, n, MPI_BYTE, a, kTag, c, MPI_STATUS_IGNORE));
+        DT_CHECK_MPI(MPI_Send(buf.data() + off, n, MPI_BYTE, a, kTag, c));
+      }
+      if (bytes == 0) break;
+    }
+    double dt = (MPI_Wtime() - t0) / 2;  // one way
+    DT_CHECK_MPI(MPI_Bcast(&dt, 1, MPI_DOUBLE, a, c));
+    if (i > 0) t.push_back(dt);
+  }
+  if (fastest) return *std::min_element(t.begin(), t.end());
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+}  // namespace dtrain::comm
