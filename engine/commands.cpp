@@ -115,7 +115,8 @@ int cmd_model(const std::vector<std::string>& args) {
   std::string name;
   int minibatch = 1;
   po::options_description desc("dtrain model --name NAME [--minibatch N]");
-  desc.add_options()("help,h", "this help")("name", po::value(&name), "lenet5 | resnet20 | alexnet | alexnet-owt | resnet18 | resnet50")(
+  const std::string models = layers::model_list_text();
+  desc.add_options()("help,h", "this help")("name", po::value(&name), models.c_str())(
       "minibatch", po::value(&minibatch)->default_value(1), "minibatch for the shapes and FLOPs");
   po::positional_options_description pos;
   pos.add("name", 1);
@@ -124,7 +125,7 @@ int cmd_model(const std::vector<std::string>& args) {
     std::cout << desc;
     return kExitOk;
   }
-  if (name.empty()) DT_USAGE("dtrain model: which model? (--name lenet5 | resnet20 | alexnet | alexnet-owt | resnet18 | resnet50)");
+  if (name.empty()) DT_USAGE("dtrain model: which model? (--name ", models, ")");
   if (minibatch < 1) DT_USAGE("dtrain model: option 'minibatch' must be >= 1");
   layers::ModelOptions mo;
   mo.minibatch = minibatch;

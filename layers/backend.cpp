@@ -1,4 +1,6 @@
-// layers/backend.cpp — the ordered list of backends and the factory.
+// layers/backend.cpp — the defaults of the backend contract for host backends
+// (transfers as memmove, plain aligned host memory). The factory is
+// layers/backend_list.cpp.
 #include "layers/backend.hpp"
 
 #include <algorithm>
@@ -6,13 +8,6 @@
 #include <cstring>
 
 #include "core/error.hpp"
-#include "layers/cpu/onednn.hpp"
-#include "layers/cpu/reference.hpp"
-#include "layers/cpu/staged.hpp"
-
-#ifdef DTRAIN_HAVE_CUDA
-#include "layers/cuda/cuda_backend.hpp"
-#endif
 
 namespace dtrain::layers {
 
@@ -32,25 +27,5 @@ void* Backend::host_alloc(size_t bytes) {
 }
 
 void Backend::host_free(void* p) { std::free(p); }
-
-std::vector<std::string> available_backends() {
-  std::vector<std::string> v{"cpu", "reference", "cpu-staged"};
-#ifdef DTRAIN_HAVE_CUDA
-  v.push_back("cuda");
-#endif
-  return v;
-}
-
-std::unique_ptr<Backend> make_backend(const std::string& name) {
-  if (name == "cpu") return make_cpu_backend();
-  if (name == "reference") return make_reference_backend();
-  if (name == "cpu-staged") return make_staged_backend(make_cpu_backend());
-#ifdef DTRAIN_HAVE_CUDA
-  if (name == "cuda") return make_cuda_backend();
-#endif
-  std::string known;
-  for (auto& b : available_backends()) known += (known.empty() ? "" : ", ") + b;
-  DT_USAGE("unknown or unavailable backend '", name, "' (this build has: ", known, ")");
-}
 
 }  // namespace dtrain::layers

@@ -86,35 +86,37 @@ struct LinearDesc {
   bool bias = true;
 };
 
-class ConvKernel {
+// The stateful kernels. Four layer kinds share two interfaces: convolution and
+// linear are "weighted" (x, w, b → y), pooling and LRN are "unary" (x → y).
+
+// Conv: x [N,C,H,W], w [K,C/g,KH,KW], b [K] → y [N,K,OH,OW].
+// Linear: x [N,IN], w [OUT,IN], b [OUT] → y [N,OUT]. b is nullptr when !bias.
+class WeightedKernel {
  public:
-  virtual ~ConvKernel() = default;
-  // x [N,C,H,W], w [K,C/g,KH,KW], b [K] (nullptr when !bias) → y [N,K,OH,OW]
+  virtual ~WeightedKernel() = default;
   virtual void forward(const float* x, const float* w, const float* b, float* y) = 0;
-  // dy [N,K,OH,OW] → dx [N,C,H,W], dw [K,C/g,KH,KW], db [K]
+  // dy (y's shape) → dx (x's shape), dw (w's shape), db (b's shape)
   virtual void backward(const float* x, const float* w, const float* dy, float* dx, float* dw,
                         float* db) = 0;
 };
+using ConvKernel = WeightedKernel;
+using LinearKernel = WeightedKernel;
 
-class PoolKernel {
+// Pool: x [N,C,H,W] → y [N,C,OH,OW]; LRN: x [N,C,H,W] → y [N,C,H,W].
+class UnaryKernel {
  public:
-  virtual ~PoolKernel() = default;
-  virtual void forward(const float* x, float* y) = 0;  // may save argmax for backward
-  // Uses what the last forward() saved; dx [N,C,H,W] overwritten.
+  virtual ~UnaryKernel() = default;
+  virtual void forward(const float* x, float* y) = 0;  // may save state (argmax) for backward
+  // Uses what the last forward() saved; dx (x's shape) overwritten.
   virtual void backward(const float* x, const float* y, const float* dy, float* dx) = 0;
 };
-
-class LrnKernel {
- public:
-  virtual ~LrnKernel() = default;
-  virtual void forward(const float* x, float* y) = 0;
-  virtual void backward(const float* x, const float* y, const float* dy, float* dx) = 0;
-};
+using PoolKernel = UnaryKernel;
+using LrnKernel = UnaryKernel;
 
 class BatchNormKernel {
  public:
   virtual ~BatchNormKernel() = default;
-  // gamma, beta, running_mean, running_var: [C]. Saves batch mean and 1/σ.
+  // x, y [N,C,H,W]; gamma, beta, running_mean, running_var: [C]. Saves batch mean and 1/σ.
   virtual void forward_train(const float* x, const float* gamma, const float* beta, float* y,
                              float* running_mean, float* running_var) = 0;
   virtual void forward_infer(const float* x, const float* gamma, const float* beta,
@@ -122,14 +124,6 @@ class BatchNormKernel {
   // Uses the statistics of the last forward_train().
   virtual void backward(const float* x, const float* dy, const float* gamma, float* dx,
                         float* dgamma, float* dbeta) = 0;
-};
-
-class LinearKernel {
- public:
-  virtual ~LinearKernel() = default;
-  virtual void forward(const float* x, const float* w, const float* b, float* y) = 0;
-  virtual void backward(const float* x, const float* w, const float* dy, float* dx, float* dw,
-                        float* db) = 0;
 };
 
 class Backend {
@@ -206,6 +200,8 @@ inline float dropout_uniform(uint64_t seed, uint64_t index) {
 
 // The ordered list of backends: "cpu", "reference", "cpu-staged", "cuda" (when compiled in).
 // Throws UsageError naming the backend when it is unknown or not built.
+// Defined in layers/backend_list.cpp (CMake target dtrain_layers, the one that
+// sees every backend: dtrain_layers_base ← dtrain_layers_cuda ← dtrain_layers).
 std::unique_ptr<Backend> make_backend(const std::string& name);
 std::vector<std::string> available_backends();
 

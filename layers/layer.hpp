@@ -37,6 +37,18 @@ struct ParamSpec {
   bool no_decay = false;  // a bias or a batch-norm parameter (weight decay optional)
 };
 
+// A kernel descriptor with the input x [N, C, H, W]'s C, H, W and the
+// minibatch n filled in (every descriptor of backend.hpp starts with n, c, h, w).
+template <typename Desc>
+Desc nchw_desc(const Shape& x, int n) {
+  Desc d;
+  d.n = n;
+  d.c = static_cast<int>(x.c());
+  d.h = static_cast<int>(x.h());
+  d.w = static_cast<int>(x.w());
+  return d;
+}
+
 class Layer {
  public:
   explicit Layer(std::string name) : name_(std::move(name)) {}

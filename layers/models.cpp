@@ -1,4 +1,6 @@
-// layers/models.cpp — model zoo builders.
+// layers/models.cpp — model zoo builders and the registry (name → builder,
+// input shape, description) that make_model, model_names and the help strings
+// of the command line read.
 #include "layers/models.hpp"
 
 #include "core/error.hpp"
@@ -177,17 +179,35 @@ Net alexnet_owt(const ModelOptions& o) {
 Net resnet18(const ModelOptions& o) { return imagenet_resnet(o, false, {2, 2, 2, 2}); }
 Net resnet50(const ModelOptions& o) { return imagenet_resnet(o, true, {3, 4, 6, 3}); }
 
+// The registry: a new model is a builder above and a row here (name, builder,
+// one sample's input [1, C, H, W], what it is).
+const std::vector<ModelInfo>& model_registry() {
+  static const std::vector<ModelInfo> models{
+      {"lenet5", lenet5, Shape(1, 1, 28, 28), "LeNet-5 (LeCun et al. 1998, ReLU + max pool), 10 classes"},
+      {"resnet20", resnet20, Shape(1, 1, 28, 28), "ResNet-20 for 28x28 input (He et al. 2016 §4.2), 10 classes"},
+      {"alexnet", alexnet, Shape(1, 3, 227, 227), "AlexNet, BVLC/Caffe reference (LRN, groups 2), 1000 classes"},
+      {"alexnet-owt", alexnet_owt, Shape(1, 3, 224, 224), "AlexNet \"one weird trick\" (torchvision), 1000 classes"},
+      {"resnet18", resnet18, Shape(1, 3, 224, 224), "ResNet-18 (torchvision), 1000 classes"},
+      {"resnet50", resnet50, Shape(1, 3, 224, 224), "ResNet-50 v1.5 (torchvision), 1000 classes"},
+  };
+  return models;
+}
+
 std::vector<std::string> model_names() {
-  return {"lenet5", "resnet20", "alexnet", "alexnet-owt", "resnet18", "resnet50"};
+  std::vector<std::string> v;
+  for (const auto& m : model_registry()) v.push_back(m.name);
+  return v;
+}
+
+std::string model_list_text() {
+  std::string s;
+  for (const auto& m : model_registry()) s += (s.empty() ? "" : " | ") + m.name;
+  return s;
 }
 
 Net make_model(const std::string& name, const ModelOptions& o) {
-  if (name == "lenet5") return lenet5(o);
-  if (name == "resnet20") return resnet20(o);
-  if (name == "alexnet") return alexnet(o);
-  if (name == "alexnet-owt") return alexnet_owt(o);
-  if (name == "resnet18") return resnet18(o);
-  if (name == "resnet50") return resnet50(o);
+  for (const auto& m : model_registry())
+    if (m.name == name) return m.build(o);
   std::string known;
   for (auto& n : model_names()) known += (known.empty() ? "" : ", ") + n;
   DT_USAGE("unknown model '", name, "' (known: ", known, ")");

@@ -31,9 +31,18 @@ Net alexnet_owt(const ModelOptions& o);
 Net resnet18(const ModelOptions& o);
 Net resnet50(const ModelOptions& o);
 
-// By name ("lenet5", "resnet20", "alexnet", "alexnet-owt", "resnet18",
-// "resnet50"). Throws UsageError naming the model when unknown.
+// One row of the model registry (models.cpp): the one list of models.
+struct ModelInfo {
+  std::string name;                    // "lenet5", "resnet20", …
+  Net (*build)(const ModelOptions&);
+  Shape input;                         // one sample, [1, C, H, W]
+  std::string description;             // a line for help and `dtrain model`
+};
+const std::vector<ModelInfo>& model_registry();
+
+// By name (a registry row). Throws UsageError naming the model and the known ones when unknown.
 Net make_model(const std::string& name, const ModelOptions& o);
-std::vector<std::string> model_names();
+std::vector<std::string> model_names();  // in registry order
+std::string model_list_text();           // "lenet5 | resnet20 | …" for help strings
 
 }  // namespace dtrain::layers

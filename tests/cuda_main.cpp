@@ -4,8 +4,9 @@
 // tests skipped"; ctest registers the binary with SKIP_RETURN_CODE 77, so the
 // cases are listed as skipped, never as passed (Catch2 v2 has no SKIP).
 // With a device, MPI is initialised once (the NCCL and device-binding cases
-// use MPI_COMM_WORLD; run it plain or under mpiexec -n G), every rank runs the
-// cases, and the exit code is non-zero on every rank when any rank failed.
+// use MPI_COMM_WORLD; ctest runs it plain and under mpiexec -n 2, tests/cuda.cmake),
+// every rank runs the cases, and the exit code is non-zero on every rank when
+// any rank failed.
 // As in tests/catch_main.cpp, a case that asserts nothing fails; a part that
 // cannot run here (too few GPUs for the ranks, one rank where a sum needs
 // several) is declared with DT_CUDA_SKIPPED_PART (tests/cuda_test_util.hpp):
@@ -32,7 +33,13 @@ int main(int argc, char** argv) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   dtrain::set_error_rank(rank);
+  int size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
   std::printf("rank %d: %d CUDA device(s) visible\n", rank, devices);
+  if (rank == 0 && size > devices)
+    std::printf("%d ranks on %d GPU(s): the cases that need one GPU per rank (nccl collectives, the nccl "
+                "intra-node reducer, the allreduce layout of the CUDA-arena exchange) are not run; the "
+                "binding check must refuse two ranks on one GPU\n", size, devices);
   Catch::Session session;
   int rc = session.applyCommandLine(argc, argv);
   auto& cfg = session.configData();

@@ -1,12 +1,8 @@
 // tests/cuda_test_util.hpp — helpers of the [cuda] tests: the CUDA backend next
 // to the reference backend, host ↔ device copies, random data, the error measure.
 //
-// Tolerance (stated once, used by every [cuda] case): max_i |gpu_i − ref_i| /
-// (1 + |ref_i|) ≤ kTol = 1e-4 for cuDNN / cuBLAS / reduction kernels in FP32
-// (TF32 off: CUDNN_FMA_MATH, cuBLAS default math; float sums in another order
-// than the reference's double sums, inputs U(−1, 1)); ≤ 1e-6 for the
-// elementwise kernels (softmax, SGD); bit for bit for ReLU, add, accumulate,
-// fill, copy, transfers and dropout masks.
+// Tolerances: those of the backend table (tests/backend_ops.hpp), which
+// compares every CUDA kernel with the reference; kTol is its Tol::kernel.
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -23,7 +19,6 @@
 namespace dtrain::layers::test {
 
 constexpr double kTol = 1e-4;
-constexpr double kTolElementwise = 1e-6;
 using ::dtrain::test::random_vec;
 using ::dtrain::test::rel_err;
 using ::dtrain::test::Vec;

@@ -1,2 +1,3 @@
-# Tests of the "cpu" backend (oneDNN + OpenBLAS) against the reference backend.
-set(DTRAIN_TESTS_ONEDNN test_onednn.cpp)
+# The one backend test (every op of tests/backend_ops.cpp on every backend the
+# build has, against the reference) and what the "cpu" backend promises beyond it.
+set(DTRAIN_TESTS_ONEDNN backend_ops.cpp test_backend_ops.cpp test_onednn.cpp)

@@ -85,3 +85,21 @@ TEST_CASE("small models train forward and backward on the CPU backend", "[models
     CHECK(g2 > 0.0);
   }
 }
+
+TEST_CASE("the model registry: names, input shapes, help text, unknown names", "[models]") {
+  ModelOptions o;
+  o.minibatch = 2;
+  std::string text;
+  for (const ModelInfo& m : model_registry()) {
+    INFO(m.name);
+    CHECK_FALSE(m.description.empty());
+    // The registry's input is the built net's (one sample).
+    const Shape in = make_model(m.name, o).input_shape();
+    CHECK(Shape(1, in.c(), in.h(), in.w()) == m.input);
+    text += (text.empty() ? "" : " | ") + m.name;
+  }
+  CHECK(model_list_text() == text);
+  CHECK(model_list_text() == "lenet5 | resnet20 | alexnet | alexnet-owt | resnet18 | resnet50");
+  CHECK(model_names().size() == model_registry().size());
+  CHECK_THROWS_WITH(make_model("lenet6", o), Catch::Contains("lenet6") && Catch::Contains("resnet50"));
+}

@@ -68,6 +68,8 @@ class BatchNormOneDnn final : public BatchNormKernel {
   // x [N,C,H,W], gamma/beta/running_* [C] → y [N,C,H,W]; updates running_*.
   void forward_train(const float* x, const float* gamma, const float* beta, float* y,
                      float* running_mean, float* running_var) override {
+    const int64_t m_values = int64_t(d_.n) * d_.h * d_.w;
+    DT_CHECK(m_values > 1, "batch norm: training needs more than one value per channel (N·H·W = ", m_values, ")");
     auto& s = ctx_->strm;
     gamma_.set_data_handle(handle(gamma));
     beta_.set_data_handle(handle(beta));
@@ -86,9 +88,9 @@ class BatchNormOneDnn final : public BatchNormKernel {
     const float mom = d_.momentum;
     const auto* mean = static_cast<const float*>(mean_.get_data_handle());
     const auto* var = static_cast<const float*>(var_.get_data_handle());
-    for (int c = 0; c < d_.c; ++c) {
-      running_mean[c] = (1.0f - mom) * running_mean[c] + mom * mean[c];
-      running_var[c] = (1.0f - mom) * running_var[c] + mom * (var[c] * unbias);
+    for (int c = 0; c < d_.c; ++c) {  // running statistics are optional (backend.hpp)
+      if (running_mean != nullptr) running_mean[c] = (1.0f - mom) * running_mean[c] + mom * mean[c];
+      if (running_var != nullptr) running_var[c] = (1.0f - mom) * running_var[c] + mom * (var[c] * unbias);
     }
   }
 

@@ -1,6 +1,7 @@
 // layers/cpu/staged.cpp — the "cpu-staged" backend (staged.hpp): a registry of
 // live "device" allocations, pointer checks in front of every call, and
-// forwarding to the wrapped backend's kernels.
+// forwarding to the wrapped backend's kernels. The kernel wrappers come from one
+// template (Staged<K>: per interface, only the argument list of each method).
 #include "layers/cpu/staged.hpp"
 
 #include <atomic>
@@ -8,6 +9,8 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <string>
+#include <string_view>
 
 #include "core/error.hpp"
 
@@ -61,147 +64,106 @@ class Registry {
 using RegistryPtr = std::shared_ptr<Registry>;
 
 // Throws when p (bytes long; 1 when the extent is the kernel's business) is not device memory.
-void need_dev(const Registry& r, const void* p, size_t bytes, const char* call, const char* arg) {
+void need_dev(const Registry& r, const void* p, size_t bytes, std::string_view call, std::string_view arg) {
   if (p == nullptr) DT_FAIL("cpu-staged: ", call, ": ", arg, " is nullptr");
   if (!r.inside(p, std::max<size_t>(bytes, 1)))
     DT_FAIL("cpu-staged: ", call, ": ", arg, " (", p, ", ", bytes, " bytes) is not inside a device allocation of "
             "this backend (a host pointer given to the device, or a range past an allocation's end)");
 }
-void opt_dev(const Registry& r, const void* p, size_t bytes, const char* call, const char* arg) {
-  if (p != nullptr) need_dev(r, p, bytes, call, arg);
-}
 constexpr size_t F = sizeof(float);
 
-class StagedConv final : public ConvKernel {
+// Checks the pointer arguments of one call, each `bytes` long: `spec` names them
+// in order, separated by spaces, and a trailing '?' marks one that may be nullptr.
+template <class... P>
+void check(const Registry& r, std::string_view call, size_t bytes, std::string_view spec, const P*... p) {
+  const void* ptrs[] = {static_cast<const void*>(p)...};
+  for (const void* q : ptrs) {
+    const size_t end = spec.find(' ');
+    std::string_view name = spec.substr(0, end);
+    spec = end == std::string_view::npos ? std::string_view{} : spec.substr(end + 1);
+    const bool optional = !name.empty() && name.back() == '?';
+    if (optional) name.remove_suffix(1);
+    if (!(optional && q == nullptr)) need_dev(r, q, bytes, call, name);
+  }
+}
+
+// The staged wrapper of a kernel interface K: the registry, the wrapped kernel,
+// and the layer kind that names the call in errors ("conv forward: x …"). The
+// specialisations below only list each method's arguments for check().
+template <class K>
+class StagedBase : public K {
  public:
-  StagedConv(RegistryPtr r, std::unique_ptr<ConvKernel> k) : r_(std::move(r)), k_(std::move(k)) {}
+  StagedBase(RegistryPtr r, std::unique_ptr<K> k, std::string kind)
+      : r_(std::move(r)), k_(std::move(k)), kind_(std::move(kind)) {}
+
+ protected:
+  template <class... P>
+  void check_args(const char* pass, std::string_view spec, const P*... p) const {
+    check(*r_, kind_ + " " + pass, F, spec, p...);
+  }
+  RegistryPtr r_;
+  std::unique_ptr<K> k_;
+  std::string kind_;
+};
+
+template <class K>
+class Staged;
+
+template <>
+class Staged<WeightedKernel> final : public StagedBase<WeightedKernel> {
+ public:
+  using StagedBase::StagedBase;
   void forward(const float* x, const float* w, const float* b, float* y) override {
-    need_dev(*r_, x, F, "conv forward", "x");
-    need_dev(*r_, w, F, "conv forward", "w");
-    opt_dev(*r_, b, F, "conv forward", "b");
-    need_dev(*r_, y, F, "conv forward", "y");
+    check_args("forward", "x w b? y", x, w, b, y);
     k_->forward(x, w, b, y);
   }
   void backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db) override {
-    need_dev(*r_, x, F, "conv backward", "x");
-    need_dev(*r_, w, F, "conv backward", "w");
-    need_dev(*r_, dy, F, "conv backward", "dy");
-    opt_dev(*r_, dx, F, "conv backward", "dx");
-    opt_dev(*r_, dw, F, "conv backward", "dw");
-    opt_dev(*r_, db, F, "conv backward", "db");
+    check_args("backward", "x w dy dx? dw? db?", x, w, dy, dx, dw, db);
     k_->backward(x, w, dy, dx, dw, db);
   }
-
- private:
-  RegistryPtr r_;
-  std::unique_ptr<ConvKernel> k_;
 };
 
-class StagedPool final : public PoolKernel {
+template <>
+class Staged<UnaryKernel> final : public StagedBase<UnaryKernel> {
  public:
-  StagedPool(RegistryPtr r, std::unique_ptr<PoolKernel> k) : r_(std::move(r)), k_(std::move(k)) {}
+  using StagedBase::StagedBase;
   void forward(const float* x, float* y) override {
-    need_dev(*r_, x, F, "pool forward", "x");
-    need_dev(*r_, y, F, "pool forward", "y");
+    check_args("forward", "x y", x, y);
     k_->forward(x, y);
   }
   void backward(const float* x, const float* y, const float* dy, float* dx) override {
-    need_dev(*r_, x, F, "pool backward", "x");
-    need_dev(*r_, y, F, "pool backward", "y");
-    need_dev(*r_, dy, F, "pool backward", "dy");
-    need_dev(*r_, dx, F, "pool backward", "dx");
+    check_args("backward", "x y dy dx", x, y, dy, dx);
     k_->backward(x, y, dy, dx);
   }
-
- private:
-  RegistryPtr r_;
-  std::unique_ptr<PoolKernel> k_;
 };
 
-class StagedLrn final : public LrnKernel {
+template <>
+class Staged<BatchNormKernel> final : public StagedBase<BatchNormKernel> {
  public:
-  StagedLrn(RegistryPtr r, std::unique_ptr<LrnKernel> k) : r_(std::move(r)), k_(std::move(k)) {}
-  void forward(const float* x, float* y) override {
-    need_dev(*r_, x, F, "lrn forward", "x");
-    need_dev(*r_, y, F, "lrn forward", "y");
-    k_->forward(x, y);
-  }
-  void backward(const float* x, const float* y, const float* dy, float* dx) override {
-    need_dev(*r_, x, F, "lrn backward", "x");
-    need_dev(*r_, y, F, "lrn backward", "y");
-    need_dev(*r_, dy, F, "lrn backward", "dy");
-    need_dev(*r_, dx, F, "lrn backward", "dx");
-    k_->backward(x, y, dy, dx);
-  }
-
- private:
-  RegistryPtr r_;
-  std::unique_ptr<LrnKernel> k_;
-};
-
-class StagedBatchNorm final : public BatchNormKernel {
- public:
-  StagedBatchNorm(RegistryPtr r, std::unique_ptr<BatchNormKernel> k) : r_(std::move(r)), k_(std::move(k)) {}
+  using StagedBase::StagedBase;
   void forward_train(const float* x, const float* gamma, const float* beta, float* y, float* running_mean,
                      float* running_var) override {
-    need_dev(*r_, x, F, "batch norm forward", "x");
-    need_dev(*r_, gamma, F, "batch norm forward", "gamma");
-    need_dev(*r_, beta, F, "batch norm forward", "beta");
-    need_dev(*r_, y, F, "batch norm forward", "y");
-    opt_dev(*r_, running_mean, F, "batch norm forward", "running_mean");
-    opt_dev(*r_, running_var, F, "batch norm forward", "running_var");
+    check_args("forward", "x gamma beta y running_mean? running_var?", x, gamma, beta, y, running_mean,
+               running_var);
     k_->forward_train(x, gamma, beta, y, running_mean, running_var);
   }
   void forward_infer(const float* x, const float* gamma, const float* beta, const float* running_mean,
                      const float* running_var, float* y) override {
-    need_dev(*r_, x, F, "batch norm inference", "x");
-    need_dev(*r_, gamma, F, "batch norm inference", "gamma");
-    need_dev(*r_, beta, F, "batch norm inference", "beta");
-    need_dev(*r_, running_mean, F, "batch norm inference", "running_mean");
-    need_dev(*r_, running_var, F, "batch norm inference", "running_var");
-    need_dev(*r_, y, F, "batch norm inference", "y");
+    check_args("inference", "x gamma beta running_mean running_var y", x, gamma, beta, running_mean,
+               running_var, y);
     k_->forward_infer(x, gamma, beta, running_mean, running_var, y);
   }
   void backward(const float* x, const float* dy, const float* gamma, float* dx, float* dgamma,
                 float* dbeta) override {
-    need_dev(*r_, x, F, "batch norm backward", "x");
-    need_dev(*r_, dy, F, "batch norm backward", "dy");
-    need_dev(*r_, gamma, F, "batch norm backward", "gamma");
-    opt_dev(*r_, dx, F, "batch norm backward", "dx");
-    opt_dev(*r_, dgamma, F, "batch norm backward", "dgamma");
-    opt_dev(*r_, dbeta, F, "batch norm backward", "dbeta");
+    check_args("backward", "x dy gamma dx? dgamma? dbeta?", x, dy, gamma, dx, dgamma, dbeta);
     k_->backward(x, dy, gamma, dx, dgamma, dbeta);
   }
-
- private:
-  RegistryPtr r_;
-  std::unique_ptr<BatchNormKernel> k_;
 };
 
-class StagedLinear final : public LinearKernel {
- public:
-  StagedLinear(RegistryPtr r, std::unique_ptr<LinearKernel> k) : r_(std::move(r)), k_(std::move(k)) {}
-  void forward(const float* x, const float* w, const float* b, float* y) override {
-    need_dev(*r_, x, F, "linear forward", "x");
-    need_dev(*r_, w, F, "linear forward", "w");
-    opt_dev(*r_, b, F, "linear forward", "b");
-    need_dev(*r_, y, F, "linear forward", "y");
-    k_->forward(x, w, b, y);
-  }
-  void backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db) override {
-    need_dev(*r_, x, F, "linear backward", "x");
-    need_dev(*r_, w, F, "linear backward", "w");
-    need_dev(*r_, dy, F, "linear backward", "dy");
-    opt_dev(*r_, dx, F, "linear backward", "dx");
-    opt_dev(*r_, dw, F, "linear backward", "dw");
-    opt_dev(*r_, db, F, "linear backward", "db");
-    k_->backward(x, w, dy, dx, dw, db);
-  }
-
- private:
-  RegistryPtr r_;
-  std::unique_ptr<LinearKernel> k_;
-};
+template <class K>
+std::unique_ptr<K> staged(RegistryPtr r, std::unique_ptr<K> k, const char* kind) {
+  return std::make_unique<Staged<K>>(std::move(r), std::move(k), kind);
+}
 
 class StagedBackend final : public Backend {
  public:
@@ -224,8 +186,7 @@ class StagedBackend final : public Backend {
     });
   }
   void copy(const float* src, float* dst, size_t count) override {
-    need_dev(*r_, src, count * F, "copy", "src");
-    need_dev(*r_, dst, count * F, "copy", "dst");
+    check(*r_, "copy", count * F, "src dst", src, dst);
     k_->copy(src, dst, count);
   }
   void fill(float* dst, size_t count, float value) override {
@@ -259,75 +220,57 @@ class StagedBackend final : public Backend {
     return p;
   }
 
-  std::unique_ptr<ConvKernel> conv(const ConvDesc& d) override {
-    return std::make_unique<StagedConv>(r_, k_->conv(d));
-  }
-  std::unique_ptr<PoolKernel> pool(const PoolDesc& d) override {
-    return std::make_unique<StagedPool>(r_, k_->pool(d));
-  }
-  std::unique_ptr<LrnKernel> lrn(const LrnDesc& d) override { return std::make_unique<StagedLrn>(r_, k_->lrn(d)); }
+  std::unique_ptr<ConvKernel> conv(const ConvDesc& d) override { return staged(r_, k_->conv(d), "conv"); }
+  std::unique_ptr<PoolKernel> pool(const PoolDesc& d) override { return staged(r_, k_->pool(d), "pool"); }
+  std::unique_ptr<LrnKernel> lrn(const LrnDesc& d) override { return staged(r_, k_->lrn(d), "lrn"); }
   std::unique_ptr<BatchNormKernel> batch_norm(const BatchNormDesc& d) override {
-    return std::make_unique<StagedBatchNorm>(r_, k_->batch_norm(d));
+    return staged(r_, k_->batch_norm(d), "batch norm");
   }
-  std::unique_ptr<LinearKernel> linear(const LinearDesc& d) override {
-    return std::make_unique<StagedLinear>(r_, k_->linear(d));
-  }
+  std::unique_ptr<LinearKernel> linear(const LinearDesc& d) override { return staged(r_, k_->linear(d), "linear"); }
 
   void relu_forward(const float* x, float* y, size_t count) override {
-    need_dev(*r_, x, count * F, "relu forward", "x");
-    need_dev(*r_, y, count * F, "relu forward", "y");
+    check(*r_, "relu forward", count * F, "x y", x, y);
     k_->relu_forward(x, y, count);
   }
   void relu_backward(const float* y, const float* dy, float* dx, size_t count) override {
-    need_dev(*r_, y, count * F, "relu backward", "y");
-    need_dev(*r_, dy, count * F, "relu backward", "dy");
-    need_dev(*r_, dx, count * F, "relu backward", "dx");
+    check(*r_, "relu backward", count * F, "y dy dx", y, dy, dx);
     k_->relu_backward(y, dy, dx, count);
   }
   void add(const float* a, const float* b, float* y, size_t count) override {
-    need_dev(*r_, a, count * F, "add", "a");
-    need_dev(*r_, b, count * F, "add", "b");
-    need_dev(*r_, y, count * F, "add", "y");
+    check(*r_, "add", count * F, "a b y", a, b, y);
     k_->add(a, b, y, count);
   }
   void accumulate(const float* x, float* y, size_t count) override {
-    need_dev(*r_, x, count * F, "accumulate", "x");
-    need_dev(*r_, y, count * F, "accumulate", "y");
+    check(*r_, "accumulate", count * F, "x y", x, y);
     k_->accumulate(x, y, count);
   }
   void dropout_forward(const float* x, float* y, float* mask, size_t count, float p, uint64_t seed) override {
-    need_dev(*r_, x, count * F, "dropout forward", "x");
-    need_dev(*r_, y, count * F, "dropout forward", "y");
-    need_dev(*r_, mask, count * F, "dropout forward", "mask");
+    check(*r_, "dropout forward", count * F, "x y mask", x, y, mask);
     k_->dropout_forward(x, y, mask, count, p, seed);
   }
   void dropout_backward(const float* mask, const float* dy, float* dx, size_t count) override {
-    need_dev(*r_, mask, count * F, "dropout backward", "mask");
-    need_dev(*r_, dy, count * F, "dropout backward", "dy");
-    need_dev(*r_, dx, count * F, "dropout backward", "dx");
+    check(*r_, "dropout backward", count * F, "mask dy dx", mask, dy, dx);
     k_->dropout_backward(mask, dy, dx, count);
   }
   double softmax_xent_forward(const float* logits, const int32_t* labels, int n, int k, float* probs,
                               int64_t* correct) override {
     const size_t nk = size_t(std::max(n, 0)) * size_t(std::max(k, 0));
-    need_dev(*r_, logits, nk * F, "softmax_xent forward", "logits");
-    need_dev(*r_, labels, size_t(std::max(n, 0)) * sizeof(int32_t), "softmax_xent forward", "labels");
-    need_dev(*r_, probs, nk * F, "softmax_xent forward", "probs");
+    check(*r_, "softmax_xent forward", nk * F, "logits", logits);
+    check(*r_, "softmax_xent forward", size_t(std::max(n, 0)) * sizeof(int32_t), "labels", labels);
+    check(*r_, "softmax_xent forward", nk * F, "probs", probs);
     return k_->softmax_xent_forward(logits, labels, n, k, probs, correct);  // correct: a host pointer
   }
   void softmax_xent_backward(const float* probs, const int32_t* labels, int n, int k, float scale,
                              float* dlogits) override {
     const size_t nk = size_t(std::max(n, 0)) * size_t(std::max(k, 0));
-    need_dev(*r_, probs, nk * F, "softmax_xent backward", "probs");
-    need_dev(*r_, labels, size_t(std::max(n, 0)) * sizeof(int32_t), "softmax_xent backward", "labels");
-    need_dev(*r_, dlogits, nk * F, "softmax_xent backward", "dlogits");
+    check(*r_, "softmax_xent backward", nk * F, "probs", probs);
+    check(*r_, "softmax_xent backward", size_t(std::max(n, 0)) * sizeof(int32_t), "labels", labels);
+    check(*r_, "softmax_xent backward", nk * F, "dlogits", dlogits);
     k_->softmax_xent_backward(probs, labels, n, k, scale, dlogits);
   }
   void sgd_update(float* param, const float* grad, float* mom, size_t count, float lr, float momentum,
                   float weight_decay) override {
-    need_dev(*r_, param, count * F, "sgd_update", "param");
-    need_dev(*r_, grad, count * F, "sgd_update", "grad");
-    opt_dev(*r_, mom, count * F, "sgd_update", "mom");
+    check(*r_, "sgd_update", count * F, "param grad mom?", param, grad, mom);
     k_->sgd_update(param, grad, mom, count, lr, momentum, weight_decay);
   }
 
