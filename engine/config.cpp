@@ -10,6 +10,7 @@
 
 #include "core/error.hpp"
 #include "core/format.hpp"
+#include "layers/models.hpp"
 
 namespace po = boost::program_options;
 
@@ -54,7 +55,7 @@ struct Options {
     desc.add_options()
       ("help,h", "this help")
       ("job", po::value(&c.job), "job file (INI: key = value, keys as below)")
-      ("model", def(&c.model), "lenet5 | resnet20 | alexnet | alexnet-owt | resnet18 | resnet50")
+      ("model", def(&c.model), layers::model_list_text().c_str())
       ("train-data", po::value(&c.train_data), "training set, HDF5 (/images uint8 [N,H,W,C], /labels int32 [N])")
       ("test-data", po::value(&c.test_data), "test set, HDF5; scored after every epoch")
       ("device", def(&c.device), "cpu | cuda | cpu-staged (CPU kernels behind the cuda path's device memory and transfers; for tests)")
