@@ -44,7 +44,7 @@ TEST_CASE("job file values, command-line overrides", "[config]") {
   CHECK(c.std == std::vector<float>{0.25f});
   CHECK(c.weight_decay == Approx(5e-4f));
   CHECK_FALSE(c.decay_bias_bn);
-  CHECK(c.lr_schedule == "cosine");
+  CHECK(c.lr_schedule == dtrain::layers::LrSchedule::Kind::cosine);
   CHECK(c.epochs == 10);  // default
 }
 
