@@ -162,7 +162,7 @@ void append_run_record(const TrainConfig& cfg, const TrainResult& r, const RunCl
   const int nodes = cfg.ranks_per_node > 0 ? workers / cfg.ranks_per_node : 1;
   const double cores = std::max(1u, std::thread::hardware_concurrency());
   // The threads each rank computed with: the trainer's rule (choose_threads in
-  // engine/trainer.cpp): the job's, else SLURM_CPUS_PER_TASK, else cores / ranks.
+  // engine/train_job.cpp): the job's, else SLURM_CPUS_PER_TASK, else cores / ranks.
   const auto slurm_cpus = settings::slurm_cpus_per_task();
   const int threads = cfg.threads > 0                 ? cfg.threads
                       : slurm_cpus && *slurm_cpus > 0 ? static_cast<int>(*slurm_cpus)
