@@ -11,9 +11,8 @@ namespace dtrain::engine {
 
 std::unique_ptr<layers::Backend> make_compute_backend(const TrainConfig& cfg, int cuda_device, bool log) {
   auto host_kernels = [&] { return layers::make_backend(cfg.reference_kernels ? "reference" : "cpu"); };
-  if (cfg.device == "cpu") return host_kernels();
-  if (cfg.device == "cpu-staged") return layers::make_staged_backend(host_kernels());
-  DT_CHECK(cfg.device == "cuda", "make_compute_backend: device '", cfg.device, "'");
+  if (cfg.device == Device::cpu) return host_kernels();
+  if (cfg.device == Device::cpu_staged) return layers::make_staged_backend(host_kernels());
 #ifdef DTRAIN_HAVE_CUDA
   layers::CudaOptions co;
   co.device = cuda_device;

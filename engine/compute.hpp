@@ -12,9 +12,9 @@
 
 namespace dtrain::engine {
 
-// The backend `cfg.device` names: "cpu" (oneDNN/BLAS, or the plain-loop
-// reference with cfg.reference_kernels), "cpu-staged" (those kernels behind a
-// device memory model, layers/cpu/staged.hpp) or "cuda" on GPU `cuda_device`
+// The backend `cfg.device` names: cpu (oneDNN/BLAS, or the plain-loop
+// reference with cfg.reference_kernels), cpu_staged (those kernels behind a
+// device memory model, layers/cpu/staged.hpp) or cuda on GPU `cuda_device`
 // with the job's workspace budget (--workspace-mb) and --tf32, logging its
 // algorithm choices when `log`. Throws UsageError for cuda in a build without
 // it; binding checks are the caller's (comm::check_device_binding).

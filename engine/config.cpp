@@ -48,17 +48,54 @@ po::typed_value<T>* def(T* v) {
     return po::value(v)->default_value(*v);
 }
 
+// The option strings of an enum-valued key, in the order its error message lists them.
+template <typename E>
+struct Choice {
+  const char* name;
+  E value;
+};
+constexpr Choice<Device> kDevices[] = {{"cpu", Device::cpu}, {"cuda", Device::cuda}, {"cpu-staged", Device::cpu_staged}};
+using LrKind = layers::LrSchedule::Kind;
+constexpr Choice<LrKind> kSchedules[] = {{"constant", LrKind::constant}, {"step", LrKind::step}, {"cosine", LrKind::cosine}};
+constexpr Choice<comm::Mode> kModes[] = {
+    {"allreduce", comm::Mode::allreduce}, {"ps", comm::Mode::ps}, {"hybrid", comm::Mode::hybrid}};
+using WaitChoice = std::optional<comm::WaitPolicy>;
+const Choice<WaitChoice> kWaits[] = {
+    {"spin", comm::WaitPolicy::spin}, {"sleep", comm::WaitPolicy::sleep}, {"auto", std::nullopt}};
+
+template <typename E, size_t N>
+const char* name_of(const Choice<E> (&table)[N], const E& v) {
+  for (const auto& c : table)
+    if (c.value == v) return c.name;
+  return "?";
+}
+
+// The enum `text` names; a text that names none is a UsageError naming the key:
+// "option 'mode': 'x' is not allreduce, ps or hybrid".
+template <typename E, size_t N>
+E parse_choice(const Choice<E> (&table)[N], const char* key, const std::string& text) {
+  for (const auto& c : table)
+    if (text == c.name) return c.value;
+  std::string names;
+  for (size_t i = 0; i < N; ++i) names += std::string(i == 0 ? "" : i + 1 == N ? " or " : ", ") + table[i].name;
+  DT_USAGE("option '", key, "': '", text, "' is not ", names);
+}
+
 struct Options {
   po::options_description desc{"dtrain train options (job-file keys are the same names)"};
   std::string mean, std;
-  Options(TrainConfig& c) {
+  // The enum-valued keys as written; validate() parses them into the TrainConfig.
+  std::string device, lr_schedule, mode, wait_policy;
+  Options(TrainConfig& c)
+      : device(device_name(c.device)), lr_schedule(lr_schedule_name(c.lr_schedule)), mode(comm::mode_name(c.mode)),
+        wait_policy(wait_policy_option(c.wait_policy)) {
     desc.add_options()
       ("help,h", "this help")
       ("job", po::value(&c.job), "job file (INI: key = value, keys as below)")
       ("model", def(&c.model), layers::model_list_text().c_str())
       ("train-data", po::value(&c.train_data), "training set, HDF5 (/images uint8 [N,H,W,C], /labels int32 [N])")
       ("test-data", po::value(&c.test_data), "test set, HDF5; scored after every epoch")
-      ("device", def(&c.device), "cpu | cuda | cpu-staged (CPU kernels behind the cuda path's device memory and transfers; for tests)")
+      ("device", def(&device), "cpu | cuda | cpu-staged (CPU kernels behind the cuda path's device memory and transfers; for tests)")
       ("reference-kernels", def(&c.reference_kernels), "use the plain-loop reference kernels (slow; for debugging; device cpu or cpu-staged)")
       ("workspace-mb", def(&c.workspace_mb), "cuda: cuDNN workspace budget per convolution layer, MiB (the fastest algorithm that fits is chosen)")
       ("tf32", def(&c.tf32), "cuda: allow TF32 tensor cores in convolutions and GEMMs (true | false)")
@@ -71,7 +108,7 @@ struct Options {
       ("max-test-samples", def(&c.max_test_samples), "score the first N test samples only (0: all)")
       ("seed", def(&c.seed), "seed of initialisation, shuffling and dropout")
       ("lr", def(&c.lr), "base learning rate")
-      ("lr-schedule", def(&c.lr_schedule), "constant | step | cosine")
+      ("lr-schedule", def(&lr_schedule), "constant | step | cosine")
       ("warmup-epochs", def(&c.warmup_epochs), "linear warm-up from 0.1·lr (Goyal et al. 2017)")
       ("lr-step-epochs", def(&c.lr_step_epochs), "step schedule: multiply by lr-gamma every this many epochs")
       ("lr-gamma", def(&c.lr_gamma), "step schedule factor")
@@ -85,12 +122,12 @@ struct Options {
       ("augment-flip", def(&c.augment_flip), "random horizontal flip")
       ("mean", po::value(&mean), "per-channel mean of pixel/255, comma-separated")
       ("std", po::value(&std), "per-channel standard deviation of pixel/255, comma-separated")
-      ("mode", def(&c.mode), "gradient exchange: allreduce | ps | hybrid")
+      ("mode", def(&mode), "gradient exchange: allreduce | ps | hybrid")
       ("ps", def(&c.ps), "parameter-server ranks (the last ranks of the job)")
       ("ranks-per-node", def(&c.ranks_per_node), "group workers into virtual nodes of K (0: real nodes)")
       ("bucket-mb", def(&c.bucket_mb), "allreduce bucket size, MiB")
       ("max-chunk-elems", def(&c.max_chunk_elems), "largest single transfer, elements")
-      ("wait-policy", def(&c.wait_policy), "how ranks wait for messages: spin | sleep | auto (sleep when the node's ranks × threads exceed its cores)")
+      ("wait-policy", def(&wait_policy), "how ranks wait for messages: spin | sleep | auto (sleep when the node's ranks × threads exceed its cores)")
       ("comm-timeout", def(&c.comm_timeout), "seconds one step's exchange may take before the job is aborted as stalled (0: wait forever)")
       ("metrics", def(&c.metrics), "JSON Lines metrics file (rank 0): auto = metrics.jsonl in the run folder; \"\" = none; a file that exists is refused unless --overwrite true")
       ("log-interval", def(&c.log_interval), "steps between metric lines")
@@ -101,18 +138,19 @@ struct Options {
   }
 };
 
-void validate(TrainConfig& c) {
+// Checks every key in a fixed order (the first failure is the message) and
+// parses the enum-valued ones (o's strings) into c.
+void validate(TrainConfig& c, const Options& o) {
   auto need = [](bool ok, const char* key, auto&&... why) {
     if (!ok) DT_USAGE("option '", key, "': ", why...);
   };
   need(!c.train_data.empty(), "train-data", "is required (an HDF5 dataset; see `dtrain data`)");
-  need(c.device == "cpu" || c.device == "cuda" || c.device == "cpu-staged", "device", "'", c.device,
-       "' is not cpu, cuda or cpu-staged");
+  c.device = parse_choice(kDevices, "device", o.device);
 #ifndef DTRAIN_HAVE_CUDA
-  need(c.device != "cuda", "device", "cuda: this dtrain was built without the CUDA backend (configure with "
+  need(c.device != Device::cuda, "device", "cuda: this dtrain was built without the CUDA backend (configure with "
        "-DDTRAIN_CUDA=ON on a machine with the CUDA toolkit, cuDNN and NCCL); use --device cpu");
 #endif
-  need(!c.reference_kernels || c.device != "cuda", "reference-kernels",
+  need(!c.reference_kernels || c.device != Device::cuda, "reference-kernels",
        "true runs the CPU reference kernels and needs device cpu or cpu-staged, not cuda");
   need(c.workspace_mb >= 0 && c.workspace_mb <= (int64_t{1} << 20), "workspace-mb",
        "must be a number of MiB in [0, 1048576], got ", c.workspace_mb);
@@ -139,17 +177,16 @@ void validate(TrainConfig& c) {
   need(std::isfinite(c.lr_step_epochs) && c.lr_step_epochs >= 0.0f && c.lr_step_epochs <= 1e6, "lr-step-epochs",
        "must be a finite number >= 0, got ", c.lr_step_epochs);
   need(std::isfinite(c.bucket_mb) && c.bucket_mb <= 4096, "bucket-mb", "must be <= 4096");
-  need(c.wait_policy == "spin" || c.wait_policy == "sleep" || c.wait_policy == "auto", "wait-policy", "'", c.wait_policy, "' is not spin, sleep or auto");
+  c.wait_policy = parse_choice(kWaits, "wait-policy", o.wait_policy);
   need(std::isfinite(c.comm_timeout) && c.comm_timeout >= 0, "comm-timeout", "must be a number of seconds >= 0");
-  need(c.lr_schedule == "constant" || c.lr_schedule == "step" || c.lr_schedule == "cosine",
-       "lr-schedule", "'", c.lr_schedule, "' is not constant, step or cosine");
-  need(c.lr_schedule != "step" || c.lr_step_epochs > 0.0f, "lr-step-epochs", "must be > 0 with lr-schedule = step");
+  c.lr_schedule = parse_choice(kSchedules, "lr-schedule", o.lr_schedule);
+  need(c.lr_schedule != LrKind::step || c.lr_step_epochs > 0.0f, "lr-step-epochs", "must be > 0 with lr-schedule = step");
   need(c.log_interval > 0, "log-interval", "must be > 0, got ", c.log_interval);
-  need(c.mode == "allreduce" || c.mode == "ps" || c.mode == "hybrid", "mode", "'", c.mode,
-       "' is not allreduce, ps or hybrid");
+  c.mode = parse_choice(kModes, "mode", o.mode);
   need(c.ps >= 0, "ps", "must be >= 0, got ", c.ps);
-  need(c.mode == "allreduce" ? c.ps == 0 : c.ps > 0, "ps",
-       c.mode == "allreduce" ? "must be 0 in allreduce mode (use --mode ps or hybrid)"
+  const bool allreduce = c.mode == comm::Mode::allreduce;
+  need(allreduce ? c.ps == 0 : c.ps > 0, "ps",
+       allreduce ? "must be 0 in allreduce mode (use --mode ps or hybrid)"
                              : "must be > 0 in ps and hybrid modes");
   need(c.ranks_per_node >= 0, "ranks-per-node", "must be >= 0, got ", c.ranks_per_node);
   need(c.bucket_mb > 0, "bucket-mb", "must be > 0");
@@ -158,6 +195,10 @@ void validate(TrainConfig& c) {
 }
 
 }  // namespace
+
+const char* device_name(Device d) { return name_of(kDevices, d); }
+const char* lr_schedule_name(layers::LrSchedule::Kind k) { return name_of(kSchedules, k); }
+const char* wait_policy_option(const std::optional<comm::WaitPolicy>& p) { return name_of(kWaits, p); }
 
 std::string train_help() {
   TrainConfig c;
@@ -203,7 +244,7 @@ bool parse_train_args(const std::vector<std::string>& args, TrainConfig& cfg) {
   }
   cfg.mean = parse_floats("mean", o.mean);
   cfg.std = parse_floats("std", o.std);
-  validate(cfg);
+  validate(cfg, o);
   return true;
 }
 

@@ -7,21 +7,36 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "comm/exchange.hpp"   // comm::Mode
+#include "comm/wait.hpp"       // comm::WaitPolicy
 #include "engine/options.hpp"  // option_style()
+#include "layers/sgd.hpp"      // layers::LrSchedule::Kind
 
 namespace dtrain::engine {
+
+// Where a worker computes: cpu (oneDNN/BLAS), cuda (cuDNN/cuBLAS on a GPU),
+// cpu_staged (the CPU kernels behind the cuda path's device memory model:
+// runs the trainer's device path without a GPU, for tests).
+enum class Device { cpu, cuda, cpu_staged };
+
+// The option strings of the enum-valued keys, as job files and the command
+// line write them ("cpu-staged", "auto", ...). A TrainConfig holds only the
+// enums: the strings are parsed once, by parse_train_args.
+const char* device_name(Device d);                  // cpu | cuda | cpu-staged
+const char* lr_schedule_name(layers::LrSchedule::Kind k);  // constant | step | cosine
+// spin | sleep; nullopt: auto (comm::choose_wait_policy decides per node)
+const char* wait_policy_option(const std::optional<comm::WaitPolicy>& p);
 
 struct TrainConfig {
   std::string job;           // the job file it came from ("" = command line only)
   std::string model = "lenet5";
   std::string train_data;    // HDF5, DESIGN.md §5
   std::string test_data;     // HDF5; "" = no evaluation
-  // cpu | cuda | cpu-staged (the CPU kernels behind the cuda path's device
-  // memory model: runs the trainer's device path without a GPU, for tests)
-  std::string device = "cpu";
+  Device device = Device::cpu;  // --device cpu | cuda | cpu-staged
   bool reference_kernels = false;  // cpu, cpu-staged: the plain-loop reference backend (debugging)
   int64_t workspace_mb = 256;  // cuda: cuDNN workspace budget per convolution layer, MiB
   bool tf32 = false;           // cuda: allow TF32 tensor cores in convolutions and GEMMs
@@ -36,7 +51,7 @@ struct TrainConfig {
   int64_t seed = 1;         // ≥ 0
 
   float lr = 0.01f;
-  std::string lr_schedule = "constant";  // constant | step | cosine
+  layers::LrSchedule::Kind lr_schedule = layers::LrSchedule::Kind::constant;  // constant | step | cosine
   float warmup_epochs = 0.0f;
   float lr_step_epochs = 0.0f;  // step schedule: decay every this many epochs
   float lr_gamma = 0.1f;
@@ -54,12 +69,12 @@ struct TrainConfig {
   std::vector<float> std;    // per channel (empty = 1)
 
   // Distribution (DESIGN.md §3): world = workers + ps servers (the last ranks).
-  std::string mode = "allreduce";  // allreduce | ps | hybrid
+  comm::Mode mode = comm::Mode::allreduce;  // allreduce | ps | hybrid
   int ps = 0;                // parameter-server ranks
   int ranks_per_node = 0;    // 0: real nodes; K: virtual nodes of K workers
   double bucket_mb = 1.0;    // allreduce bucket (fusion) size, MiB
   int64_t max_chunk_elems = (int64_t{1} << 31) - 1;  // every transfer is cut below this
-  std::string wait_policy = "auto";  // spin | sleep | auto (comm/wait.hpp)
+  std::optional<comm::WaitPolicy> wait_policy;  // spin | sleep; nullopt = auto (comm/wait.hpp)
   double comm_timeout = 600;  // seconds a step's exchange may take before the job is aborted (0 = none)
 
   // Outputs (engine/run_folder.hpp): "auto" = into this run's own folder

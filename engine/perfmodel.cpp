@@ -90,7 +90,7 @@ double exchange_time(const RunShape& r, const Links& l) {
   DT_CHECK(r.workers >= 1 && r.servers >= 0 && r.param_bytes >= 0, "exchange_time: bad run shape");
   const double p = r.param_bytes;
   const int g = r.workers;
-  if (r.mode == 0) {
+  if (r.mode == comm::Mode::allreduce) {
     if (g == 1) return 0;
     const Link& k = r.nodes() > 1 ? l.inter : l.intra;
     return ring_allreduce_time(g, p, k.bandwidth) + 2.0 * (g - 1) * k.latency;
@@ -100,7 +100,7 @@ double exchange_time(const RunShape& r, const Links& l) {
     return ps_exchange_time(senders, r.servers, p, l.inter.bandwidth, l.inter.bandwidth) +
            2.0 * l.inter.latency * senders / r.servers;
   };
-  if (r.mode == 1) return ps_term(g);
+  if (r.mode == comm::Mode::ps) return ps_term(g);
   const int k = r.ranks_per_node > 0 ? std::min(r.ranks_per_node, g) : g;
   double intra = k > 1 ? 2.0 * (k - 1) / k * p / l.intra.bandwidth + 2.0 * (k - 1) * l.intra.latency : 0.0;
   return intra + ps_term(r.nodes());
@@ -108,8 +108,8 @@ double exchange_time(const RunShape& r, const Links& l) {
 
 int sync_hops(const RunShape& r) {
   auto log2c = [](int n) { return n <= 1 ? 0 : static_cast<int>(std::ceil(std::log2(n) - 1e-9)); };
-  if (r.mode == 0) return log2c(r.workers);
-  if (r.mode == 1) return 2;
+  if (r.mode == comm::Mode::allreduce) return log2c(r.workers);
+  if (r.mode == comm::Mode::ps) return 2;
   const int k = r.ranks_per_node > 0 ? std::min(r.ranks_per_node, r.workers) : r.workers;
   return 2 + 2 * log2c(k);
 }

@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "comm/exchange.hpp"  // comm::Mode
+
 namespace dtrain::engine::perf {
 
 // Efficiency when the overhead grows with G (all workers share the PS links),
@@ -78,7 +80,7 @@ struct Links {
 
 // The configuration of a run as the model sees it.
 struct RunShape {
-  int mode = 0;            // 0 allreduce, 1 ps, 2 hybrid (comm::Mode order)
+  comm::Mode mode = comm::Mode::allreduce;
   int workers = 1;         // G
   int servers = 0;         // N_ps
   int ranks_per_node = 0;  // K (0: all workers on one node)

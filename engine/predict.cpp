@@ -11,8 +11,6 @@ namespace dtrain::engine {
 
 namespace {
 
-const char* mode_name(int mode) { return mode == 1 ? "ps" : mode == 2 ? "hybrid" : "allreduce"; }
-
 std::string printf_text(const char* f, double a) {
   char b[64];
   std::snprintf(b, sizeof b, f, a);
@@ -20,7 +18,7 @@ std::string printf_text(const char* f, double a) {
 }
 
 nlohmann::json entry_json(const perf::RunShape& s, const perf::StepPrediction& p, double speedup) {
-  return {{"mode", mode_name(s.mode)}, {"workers", s.workers}, {"servers", s.servers},
+  return {{"mode", comm::mode_name(s.mode)}, {"workers", s.workers}, {"servers", s.servers},
           {"ranks_per_node", s.ranks_per_node}, {"threads", s.threads},
           {"wait", s.sleeping_waits ? "sleep" : "spin"}, {"t_c_s", p.t_c}, {"t_o_s", p.t_o}, {"step_s", p.t_step},
           {"speedup", speedup}};
@@ -39,7 +37,7 @@ TableRow make_row(const Profile& p, int x, int g, int k, const Placement& where,
     r.ps_servers = std::min(r.ps_servers, g);
     r.hybrid_servers = std::min(r.hybrid_servers, r.nodes);
   }
-  auto shape = [&](int mode, int servers) {
+  auto shape = [&](comm::Mode mode, int servers) {
     perf::RunShape s;
     s.mode = mode;
     s.workers = g;
@@ -50,9 +48,9 @@ TableRow make_row(const Profile& p, int x, int g, int k, const Placement& where,
     s.sleeping_waits = !where.cluster && auto_sleeps_on(s, where.cores);
     return s;
   };
-  r.ps = shape(1, r.ps_servers);
-  r.hybrid = shape(2, r.hybrid_servers);
-  r.allreduce = shape(0, 0);
+  r.ps = shape(comm::Mode::ps, r.ps_servers);
+  r.hybrid = shape(comm::Mode::hybrid, r.hybrid_servers);
+  r.allreduce = shape(comm::Mode::allreduce, 0);
   const double one = predict_run(p, x, single_worker(r.allreduce), where).t_step;
   r.ps_pred = predict_run(p, x, r.ps, where);
   r.hybrid_pred = predict_run(p, x, r.hybrid, where);
@@ -112,14 +110,22 @@ PredictionTable prediction_table(const Profile& p, int x, int nodes, int k, cons
   return t;
 }
 
-int largest_workers(const Profile& p, int x, int k, int mode, double target, const Placement& where, int limit) {
+const perf::StepPrediction& TableRow::prediction(comm::Mode m) const {
+  return m == comm::Mode::hybrid ? hybrid_pred : m == comm::Mode::ps ? ps_pred : allreduce_pred;
+}
+
+double TableRow::speedup(comm::Mode m) const {
+  return m == comm::Mode::hybrid ? hybrid_speedup : m == comm::Mode::ps ? ps_speedup : allreduce_speedup;
+}
+
+int largest_workers(const Profile& p, int x, int k, comm::Mode mode, double target, const Placement& where,
+                    int limit) {
   DT_CHECK(where.cluster, "largest_workers: cluster placement only (a machine's samples make it slow)");
   const double t_c = p.t_c_at(x);
   int best = 0;
   for (int g = 1; g <= limit; ++g) {
     const TableRow r = make_row(p, x, g, k, where, t_c);
-    const double s = mode == 1 ? r.ps_speedup : mode == 2 ? r.hybrid_speedup : r.allreduce_speedup;
-    if (s / g >= target) best = g;
+    if (r.speedup(mode) / g >= target) best = g;
   }
   return best;
 }

@@ -66,6 +66,8 @@ struct TableRow {
   double ps_speedup = 1, hybrid_speedup = 1, allreduce_speedup = 1;
   double byteps_t = 0;    // BytePS's closed form (comparison only: not this engine)
   bool sender_ok = true;  // 2·P/B_inter ≤ T_C
+  const perf::StepPrediction& prediction(comm::Mode m) const;  // the mode's entry
+  double speedup(comm::Mode m) const;
 };
 struct PredictionTable {
   Placement where;
@@ -76,10 +78,10 @@ struct PredictionTable {
 // The table for nodes × workers_per_node at minibatch x. Machine tables take
 // each shape's waits from auto_sleeps_on.
 PredictionTable prediction_table(const Profile& p, int x, int nodes, int workers_per_node, const Placement& where);
-// Largest G ≤ limit whose α = S/G stays ≥ target in `mode` (0 allreduce, 1 ps,
-// 2 hybrid) with K workers per node and N_ps by the rule above; 0 when even G = 1 misses.
-int largest_workers(const Profile& p, int x, int workers_per_node, int mode, double target, const Placement& where,
-                    int limit = 65536);
+// Largest G ≤ limit whose α = S/G stays ≥ target in `mode` with K workers
+// per node and N_ps by the rule above; 0 when even G = 1 misses.
+int largest_workers(const Profile& p, int x, int workers_per_node, comm::Mode mode, double target,
+                    const Placement& where, int limit = 65536);
 
 // Text of a table for `dtrain tune`: a header that says where it holds
 // (`worker` names a worker's own device on the cluster, e.g. "1 CPU core"

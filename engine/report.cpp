@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -110,19 +111,22 @@ MeasuredRun read_run(const std::string& path) {
     DT_USAGE("dtrain report: ", path, " has no {\"kind\":\"run\"} record (written when a run finishes)");
   const Record q{rec, path, rec_line, "run"};
   r.model = q.text("model");
-  r.mode = q.text("mode");
-  if (r.mode != "allreduce" && r.mode != "ps" && r.mode != "hybrid")
-    q.bad("mode", "is '", r.mode, "', must be allreduce, ps or hybrid");
+  const std::string mode = q.text("mode");
+  const comm::Mode modes[] = {comm::Mode::allreduce, comm::Mode::ps, comm::Mode::hybrid};
+  auto known = std::find_if(std::begin(modes), std::end(modes), [&](comm::Mode m) { return mode == comm::mode_name(m); });
+  if (known == std::end(modes)) q.bad("mode", "is '", mode, "', must be allreduce, ps or hybrid");
+  r.mode = *known;
   r.minibatch = q.integer("minibatch", 1);
   r.workers = q.integer("workers", 1);
   r.servers = q.integer("servers", 0);
-  if (r.mode != "allreduce" && r.servers < 1) q.bad("servers", "is ", r.servers, ", mode ", r.mode, " needs ≥ 1");
+  if (r.mode != comm::Mode::allreduce && r.servers < 1) q.bad("servers", "is ", r.servers, ", mode ", mode, " needs ≥ 1");
   r.ranks_per_node = q.integer("ranks_per_node", 0);
   r.threads = q.integer("threads", 0);
   r.cores = q.number("cores", 0, true);
   const double zero = 0;
   r.background = q.number("background_cores", 0, false, &zero);
-  r.wait_policy = q.text("wait_policy", "spin");
+  // Records before the field spun; any other value than sleep reads as spin.
+  r.wait_policy = q.text("wait_policy", "spin") == "sleep" ? comm::WaitPolicy::sleep : comm::WaitPolicy::spin;
   if (ips.empty())
     DT_USAGE("dtrain report: ", path, " has no step records (the run was shorter than its --log-interval; "
              "use a smaller --log-interval)");
@@ -158,14 +162,14 @@ void append_run_record(const TrainConfig& cfg, const TrainResult& r, const RunCl
   const int nodes = cfg.ranks_per_node > 0 ? workers / cfg.ranks_per_node : 1;
   const double cores = std::max(1u, std::thread::hardware_concurrency());
   // The threads each rank computed with: the trainer's rule (choose_threads in
-  // engine/trainer.cpp): the job's, else SLURM_CPUS_PER_TASK, else cores / ranks.
+  // engine/train_job.cpp): the job's, else SLURM_CPUS_PER_TASK, else cores / ranks.
   const auto slurm_cpus = settings::slurm_cpus_per_task();
   const int threads = cfg.threads > 0                 ? cfg.threads
                       : slurm_cpus && *slurm_cpus > 0 ? static_cast<int>(*slurm_cpus)
                                                       : std::max(1, static_cast<int>(cores) / size);
   nlohmann::json rec = {
       {"kind", "run"}, {"model", cfg.model}, {"minibatch", cfg.minibatch},
-      {"mode", size > 1 ? cfg.mode : std::string("allreduce")}, {"workers", workers}, {"servers", cfg.ps},
+      {"mode", comm::mode_name(size > 1 ? cfg.mode : comm::Mode::allreduce)}, {"workers", workers}, {"servers", cfg.ps},
       {"ranks_per_node", cfg.ranks_per_node}, {"nodes", nodes},
       {"threads", threads},
       {"world_size", size}, {"cores", cores}, {"steps", r.steps}, {"images_per_s", r.images_per_s},

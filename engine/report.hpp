@@ -29,6 +29,8 @@
 #include <string>
 #include <vector>
 
+#include "comm/exchange.hpp"
+#include "comm/wait.hpp"
 #include "engine/config.hpp"
 #include "engine/trainer.hpp"
 
@@ -38,7 +40,9 @@ namespace dtrain::engine {
 // over its log intervals (the first dropped when there are more than two).
 struct MeasuredRun {
   std::string file;
-  std::string model, mode, wait_policy;
+  std::string model;
+  comm::Mode mode = comm::Mode::allreduce;
+  comm::WaitPolicy wait_policy = comm::WaitPolicy::spin;
   int minibatch = 0, workers = 0, servers = 0, ranks_per_node = 0, threads = 0;
   double cores = 0, background = 0;
   double t_c = 0, t_o = 0, step = 0, ips = 0;  // seconds per step; images/s

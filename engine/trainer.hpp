@@ -1,4 +1,6 @@
-// engine/trainer.hpp — the training loop of one rank.
+// engine/trainer.hpp — the training loop of one rank. The roles it runs:
+// engine/worker_loop.hpp (with evaluator.hpp and run_recorder.hpp) and
+// engine/server_loop.hpp; their shared, validated set-up: train_job.hpp.
 //
 // Workers, per step: read this worker's minibatch (io::Sampler), decode it,
 // forward, softmax cross-entropy, backward — with each layer's gradient range

@@ -72,7 +72,7 @@ std::string job_file_text(const TrainConfig& c) {
   kv("model", c.model);
   str("train-data", c.train_data);
   str("test-data", c.test_data);
-  kv("device", c.device);
+  kv("device", device_name(c.device));
   kv("reference-kernels", boolean(c.reference_kernels));
   num("workspace-mb", c.workspace_mb);
   kv("tf32", boolean(c.tf32));
@@ -85,7 +85,7 @@ std::string job_file_text(const TrainConfig& c) {
   num("max-test-samples", c.max_test_samples);
   num("seed", c.seed);
   num("lr", c.lr);
-  kv("lr-schedule", c.lr_schedule);
+  kv("lr-schedule", lr_schedule_name(c.lr_schedule));
   num("warmup-epochs", c.warmup_epochs);
   num("lr-step-epochs", c.lr_step_epochs);
   num("lr-gamma", c.lr_gamma);
@@ -99,12 +99,12 @@ std::string job_file_text(const TrainConfig& c) {
   kv("augment-flip", boolean(c.augment_flip));
   str("mean", list(c.mean));
   str("std", list(c.std));
-  kv("mode", c.mode);
+  kv("mode", comm::mode_name(c.mode));
   num("ps", c.ps);
   num("ranks-per-node", c.ranks_per_node);
   num("bucket-mb", c.bucket_mb);
   num("max-chunk-elems", c.max_chunk_elems);
-  kv("wait-policy", c.wait_policy);
+  kv("wait-policy", wait_policy_option(c.wait_policy));
   num("comm-timeout", c.comm_timeout);
   num("log-interval", c.log_interval);
   return o.str();

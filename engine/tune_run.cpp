@@ -52,132 +52,123 @@ int other_node_rank(MPI_Comm world, int ranks_per_node) {
     if (leaders[static_cast<size_t>(r)] != leaders[0]) return r;
   return -1;
 }
-}  // namespace
 
-int run_tune(const TuneOptions& t, TrainConfig cfg, MPI_Comm world) {
-  int rank = 0, size = 1;
-  DT_CHECK_MPI(MPI_Comm_rank(world, &rank));
-  DT_CHECK_MPI(MPI_Comm_size(world, &size));
-  const double cores = std::max(1u, std::thread::hardware_concurrency());
-  Profile prof;
-  prof.model = cfg.model;
-  prof.cores = cores;
-  // Compute threads per worker: the job's, else what the trainer's default gives a
-  // node of this kind running workers_per_node workers (its cores shared among them).
-  prof.threads = cfg.threads > 0 ? cfg.threads : std::max(1, static_cast<int>(cores) / t.workers_per_node);
-  prof.load_before = load_average_1m();
-  int classes = 0;
-  if (!cfg.train_data.empty()) classes = io::Hdf5Dataset(cfg.train_data).classes();
-  measure_memory(cfg.model, classes, prof);
-  // Memory budget per worker (rank 0's figure for every rank, so that all skip
-  // the same candidates), and the candidates that fit it: only those are profiled.
+// Memory budget per worker (rank 0's figure for every rank, so that all skip
+// the same candidates).
+double memory_budget(const TuneOptions& t, int rank, MPI_Comm world) {
   double budget = 0;
   if (rank == 0) {
     const double ram = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
     budget = t.memory_gb > 0 ? t.memory_gb * 1e9 : ram / t.workers_per_node;
   }
   DT_CHECK_MPI(MPI_Bcast(&budget, 1, MPI_DOUBLE, 0, world));
-  std::vector<bool> fits(t.candidates.size());
-  for (size_t i = 0; i < t.candidates.size(); ++i)
-    fits[i] = prof.fixed_bytes + prof.per_sample_bytes * t.candidates[i] <= budget;
-  if (std::find(fits.begin(), fits.end(), true) == fits.end())
-    DT_USAGE("dtrain tune: no minibatch in option 'candidates' fits ", budget / 1e9, " GB per worker (",
-             prof.fixed_bytes / 1e6, " MB + ", prof.per_sample_bytes / 1e6,
-             " MB per image; option 'device-memory-gb' sets the budget)");
-  // The outputs must be writable before minutes of profiling.
-  if (rank == 0)
-    for (const std::string& path : {t.out, t.out + ".profile.json"}) {
-      const bool existed = std::filesystem::exists(path);
-      if (existed && !std::filesystem::is_regular_file(path))
-        DT_USAGE("dtrain tune: option 'out': '", path, "' exists and is not a file");
-      std::ofstream probe(path, std::ios::app);
-      if (!probe) DT_USAGE("dtrain tune: option 'out': cannot write '", path, "'");
-      probe.close();
-      if (!existed) std::filesystem::remove(path);
-    }
+  return budget;
+}
 
-  // Links: ping-pong under mpirun (every rank takes part), else the given figures.
+// The outputs must be writable before minutes of profiling (rank 0 writes them).
+void check_tune_outputs(const TuneOptions& t) {
+  for (const std::string& path : {t.out, t.out + ".profile.json"}) {
+    const bool existed = std::filesystem::exists(path);
+    if (existed && !std::filesystem::is_regular_file(path))
+      DT_USAGE("dtrain tune: option 'out': '", path, "' exists and is not a file");
+    std::ofstream probe(path, std::ios::app);
+    if (!probe) DT_USAGE("dtrain tune: option 'out': cannot write '", path, "'");
+    probe.close();
+    if (!existed) std::filesystem::remove(path);
+  }
+}
+
+// Links: ping-pong under mpirun (every rank takes part), else the given figures.
+void measure_links(const TuneOptions& t, const TrainConfig& cfg, MPI_Comm world, int size, Profile& prof) {
   const double gbps = t.link_gbps > 0 ? t.link_gbps : 10.0;
   const double lat = t.latency_us >= 0 ? t.latency_us * 1e-6 : 5e-6;
   prof.links.inter = {gbps * 1e9 / 8, lat};
   prof.links.intra = {(t.intra_gbps > 0 ? t.intra_gbps : gbps) * 1e9 / 8, lat};
   prof.links_source = "given";
-  if (size >= 2) {
-    const size_t bytes = static_cast<size_t>(std::clamp(prof.param_bytes, 1048576.0, 268435456.0));
-    perf::Link intra = measure_link(world, 0, 1, bytes);
-    int other = other_node_rank(world, cfg.ranks_per_node);
-    perf::Link inter = other > 0 ? measure_link(world, 0, other, bytes) : intra;
-    if (t.intra_gbps <= 0) prof.links.intra = intra;
-    if (t.link_gbps <= 0) prof.links.inter = inter;
-    if (t.latency_us >= 0) prof.links.intra.latency = prof.links.inter.latency = lat;
-    else if (t.link_gbps > 0) prof.links.inter.latency = inter.latency;
-    prof.links_source = "ping-pong, " + std::to_string(size) + " ranks" +
-                        (other > 0 ? ", nodes 0 and " + std::to_string(other) : ", one node");
-  }
-  // The cost of a sleeping wait (comm/wait.hpp), on rank 0 while the others sleep.
-  if (rank == 0) prof.poll_fraction = comm::measure_poll_cost(400, &prof.poll_period);
-  sleeping_barrier(world);
-  // T_C: every rank (at most kMaxProfileRanks) measures in turn while the others sleep.
+  if (size < 2) return;
+  const size_t bytes = static_cast<size_t>(std::clamp(prof.param_bytes, 1048576.0, 268435456.0));
+  perf::Link intra = measure_link(world, 0, 1, bytes);
+  int other = other_node_rank(world, cfg.ranks_per_node);
+  perf::Link inter = other > 0 ? measure_link(world, 0, other, bytes) : intra;
+  if (t.intra_gbps <= 0) prof.links.intra = intra;
+  if (t.link_gbps <= 0) prof.links.inter = inter;
+  if (t.latency_us >= 0) prof.links.intra.latency = prof.links.inter.latency = lat;
+  else if (t.link_gbps > 0) prof.links.inter.latency = inter.latency;
+  prof.links_source = "ping-pong, " + std::to_string(size) + " ranks" +
+                      (other > 0 ? ", nodes 0 and " + std::to_string(other) : ", one node");
+}
+
+// What profiling found for one candidate minibatch (rank 0's view, gathered).
+struct CandidateProfile {
+  std::vector<double> process_t_c;  // T_C per profiling rank, corrected for background load
+  std::vector<double> steps;        // step-time samples, at most kMaxSamples
+  std::vector<double> backgrounds;  // cores other jobs used, per profiling rank
+  double time_share = 1.0;          // η (profilers' threads exceed the cores)
+  double workspace = 0.0;           // bytes of convolution workspace (cuDNN)
+};
+
+// T_C of minibatch x: every rank (at most kMaxProfileRanks) measures in turn
+// while the others sleep; collective over `world`.
+CandidateProfile profile_candidate(const TuneOptions& t, const TrainConfig& cfg, const Profile& prof, int x,
+                                   int rank, int size, MPI_Comm world) {
   const int profilers = std::min(size, kMaxProfileRanks);
   const size_t n_steps = static_cast<size_t>(t.profile_steps);
-  std::vector<std::vector<double>> process_t_c(t.candidates.size()), steps(t.candidates.size()),
-      backgrounds(t.candidates.size());
-  std::vector<double> time_share(t.candidates.size(), 1.0), workspaces(t.candidates.size(), 0.0);
-  if (t.t_c_ms <= 0)
-    for (size_t i = 0; i < t.candidates.size(); ++i) {
-      if (!fits[i]) continue;  // the same on every rank: budget was broadcast
-      const int x = t.candidates[i];
-      std::vector<double> mine(3 + n_steps, 0.0);  // T_C, background, workspace bytes, every step's time
-      for (int r = 0; r < profilers; ++r) {
-        if (rank == r) {  // measured, then corrected for the other jobs that shared the cores meanwhile
-          const double w0 = MPI_Wtime(), b0 = machine_busy_seconds(), c0 = self_cpu_seconds();
-          std::vector<double> each;
-          const double raw = measure_step_time(cfg, x, t.profile_steps, prof.threads, &each, nullptr, &mine[2]);
-          const double wall = MPI_Wtime() - w0, busy = machine_busy_seconds() - b0, own = self_cpu_seconds() - c0;
-          mine[1] = b0 > 0 && wall > 0.2 ? std::max(0.0, (busy - own) / wall) : 0.0;
-          const double kappa = perf::cpu_contention(prof.threads + mine[1], cores);
-          mine[0] = raw / kappa;
-          for (size_t k = 0; k < n_steps && k < each.size(); ++k) mine[3 + k] = each[k] / kappa;
-        }
-        sleeping_barrier(world);
-      }
-      std::vector<double> all(mine.size() * static_cast<size_t>(size));
-      DT_CHECK_MPI(MPI_Gather(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, all.data(),
-                              static_cast<int>(mine.size()), MPI_DOUBLE, 0, world));
-      std::vector<double> pooled;
-      for (int r = 0; r < profilers; ++r) {
-        const double* m = all.data() + mine.size() * static_cast<size_t>(r);
-        process_t_c[i].push_back(m[0]);
-        backgrounds[i].push_back(m[1]);
-        workspaces[i] = std::max(workspaces[i], m[2]);
-        pooled.insert(pooled.end(), m + 3, m + 3 + n_steps);
-      }
-      // Time sharing: every profiling rank at once, when their threads exceed the cores.
-      if (profilers * prof.threads > cores && cfg.device != "cuda") {
-        double cpu_step = 0;
-        if (rank < profilers) {
-          measure_step_time(cfg, x, t.profile_steps, prof.threads, nullptr, &cpu_step);
-        }
-        std::vector<double> cpu(static_cast<size_t>(size));
-        DT_CHECK_MPI(MPI_Gather(&cpu_step, 1, MPI_DOUBLE, cpu.data(), 1, MPI_DOUBLE, 0, world));
-        if (rank == 0) {
-          double num = 0, den = 0;
-          for (int r = 0; r < profilers; ++r) {
-            num += cpu[static_cast<size_t>(r)];
-            den += prof.threads * process_t_c[i][static_cast<size_t>(r)];
-          }
-          time_share[i] = std::max(1.0, num / den);
-        }
-        sleeping_barrier(world);
-      }
-      // At most kMaxSamples, evenly spaced over the processes and steps.
-      const size_t keep = std::min(pooled.size(), kMaxSamples);
-      for (size_t k = 0; k < keep; ++k) steps[i].push_back(pooled[k * pooled.size() / keep]);
+  const double cores = prof.cores;
+  CandidateProfile c;
+  std::vector<double> mine(3 + n_steps, 0.0);  // T_C, background, workspace bytes, every step's time
+  for (int r = 0; r < profilers; ++r) {
+    if (rank == r) {  // measured, then corrected for the other jobs that shared the cores meanwhile
+      const double w0 = MPI_Wtime(), b0 = machine_busy_seconds(), c0 = self_cpu_seconds();
+      std::vector<double> each;
+      const double raw = measure_step_time(cfg, x, t.profile_steps, prof.threads, &each, nullptr, &mine[2]);
+      const double wall = MPI_Wtime() - w0, busy = machine_busy_seconds() - b0, own = self_cpu_seconds() - c0;
+      mine[1] = b0 > 0 && wall > 0.2 ? std::max(0.0, (busy - own) / wall) : 0.0;
+      const double kappa = perf::cpu_contention(prof.threads + mine[1], cores);
+      mine[0] = raw / kappa;
+      for (size_t k = 0; k < n_steps && k < each.size(); ++k) mine[3 + k] = each[k] / kappa;
     }
-  if (rank != 0) {
     sleeping_barrier(world);
-    return kExitOk;
   }
+  std::vector<double> all(mine.size() * static_cast<size_t>(size));
+  DT_CHECK_MPI(MPI_Gather(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, all.data(),
+                          static_cast<int>(mine.size()), MPI_DOUBLE, 0, world));
+  std::vector<double> pooled;
+  for (int r = 0; r < profilers; ++r) {
+    const double* m = all.data() + mine.size() * static_cast<size_t>(r);
+    c.process_t_c.push_back(m[0]);
+    c.backgrounds.push_back(m[1]);
+    c.workspace = std::max(c.workspace, m[2]);
+    pooled.insert(pooled.end(), m + 3, m + 3 + n_steps);
+  }
+  // Time sharing: every profiling rank at once, when their threads exceed the cores.
+  if (profilers * prof.threads > cores && cfg.device != Device::cuda) {
+    double cpu_step = 0;
+    if (rank < profilers) {
+      measure_step_time(cfg, x, t.profile_steps, prof.threads, nullptr, &cpu_step);
+    }
+    std::vector<double> cpu(static_cast<size_t>(size));
+    DT_CHECK_MPI(MPI_Gather(&cpu_step, 1, MPI_DOUBLE, cpu.data(), 1, MPI_DOUBLE, 0, world));
+    if (rank == 0) {
+      double num = 0, den = 0;
+      for (int r = 0; r < profilers; ++r) {
+        num += cpu[static_cast<size_t>(r)];
+        den += prof.threads * c.process_t_c[static_cast<size_t>(r)];
+      }
+      c.time_share = std::max(1.0, num / den);
+    }
+    sleeping_barrier(world);
+  }
+  // At most kMaxSamples, evenly spaced over the processes and steps.
+  const size_t keep = std::min(pooled.size(), kMaxSamples);
+  for (size_t k = 0; k < keep; ++k) c.steps.push_back(pooled[k * pooled.size() / keep]);
+  return c;
+}
+
+// Rank 0: the profile's header lines and one line per candidate; fills
+// prof.points; returns the chosen point (the knee among those that fit).
+const ComputePoint& print_candidates(const TuneOptions& t, const TrainConfig& cfg, double budget,
+                                     const std::vector<bool>& fits, const std::vector<CandidateProfile>& measured,
+                                     Profile& prof) {
   std::printf("dtrain tune: model %s, P = %.3f MB, memory %.2f MB fixed + %.3f MB per image (budget %.2f GB), %d thread(s), load %.2f\n",
               cfg.model.c_str(), prof.param_bytes / 1e6, prof.fixed_bytes / 1e6, prof.per_sample_bytes / 1e6,
               budget / 1e9, prof.threads, prof.load_before);
@@ -200,14 +191,15 @@ int run_tune(const TuneOptions& t, TrainConfig cfg, MPI_Comm world) {
     if (t.t_c_ms > 0) {  // what-if: T_C given at the job's minibatch, proportional to X
       q.t_c = t.t_c_ms * 1e-3 * x / cfg.minibatch;
     } else {
-      q.samples = steps[i];
-      q.process_t_c = process_t_c[i];
-      q.time_share = time_share[i];
-      q.memory_bytes += workspaces[i];  // cuDNN's chosen convolution workspace (0 on the CPU)
-      std::vector<double> s = process_t_c[i];
+      const CandidateProfile& m = measured[i];
+      q.samples = m.steps;
+      q.process_t_c = m.process_t_c;
+      q.time_share = m.time_share;
+      q.memory_bytes += m.workspace;  // cuDNN's chosen convolution workspace (0 on the CPU)
+      std::vector<double> s = m.process_t_c;
       std::sort(s.begin(), s.end());
       q.t_c = s.size() % 2 ? s[s.size() / 2] : 0.5 * (s[s.size() / 2 - 1] + s[s.size() / 2]);
-      for (double b : backgrounds[i]) q.background += b / static_cast<double>(backgrounds[i].size());
+      for (double b : m.backgrounds) q.background += b / static_cast<double>(m.backgrounds.size());
     }
     q.images_per_s = x / q.t_c;
     prof.points.push_back(q);
@@ -234,89 +226,112 @@ int run_tune(const TuneOptions& t, TrainConfig cfg, MPI_Comm world) {
   const ComputePoint& best = prof.points[static_cast<size_t>(pick)];
   std::printf("chosen minibatch %d (the smallest within %.0f%% of the best images/s that fits)\n", best.minibatch,
               100 * t.knee);
+  return best;
+}
 
-  // The two tables (engine/predict.hpp: one prediction code, two placements):
-  // the cluster asked for, and this machine with its time-sharing terms.
+// The two tables (engine/predict.hpp: one prediction code, two placements):
+// the cluster asked for, and this machine with its time-sharing terms
+// (meaningful when T_C was measured here on its CPU cores: `here`).
+struct TuneTables {
+  PredictionTable cluster, machine;
+  bool here = false;
+};
+
+TuneTables print_tables(const TuneOptions& t, const TrainConfig& cfg, const Profile& prof, const ComputePoint& best) {
   const int x = best.minibatch;
-  const std::string worker = cfg.device == "cuda" ? std::string("GPU")
-                             : t.t_c_ms > 0       ? std::string("device (T_C given: --t-c-ms)")
-                                                  : std::to_string(prof.threads) + " CPU core(s)";
-  const PredictionTable cluster = prediction_table(prof, x, t.nodes, t.workers_per_node, Placement::on_cluster());
+  const std::string worker = cfg.device == Device::cuda ? std::string("GPU")
+                             : t.t_c_ms > 0             ? std::string("device (T_C given: --t-c-ms)")
+                                                        : std::to_string(prof.threads) + " CPU core(s)";
+  TuneTables tables;
+  tables.cluster = prediction_table(prof, x, t.nodes, t.workers_per_node, Placement::on_cluster());
+  const PredictionTable& cluster = tables.cluster;
   std::printf("\n%s", table_text(cluster, prof, worker).c_str());
   std::printf("  BytePS ms: its closed form (Jiang et al. 2020) with k = the ps column's N_ps, for comparison only.\n");
-  const char* modes[] = {"allreduce", "ps", "hybrid"};
   std::string largest;
-  for (int mode : {1, 2, 0}) {
+  for (comm::Mode mode : {comm::Mode::ps, comm::Mode::hybrid, comm::Mode::allreduce}) {
     const int g_max = largest_workers(prof, x, t.workers_per_node, mode, t.target_efficiency, Placement::on_cluster());
-    largest += std::string(largest.empty() ? "" : ", ") + modes[mode] + " " +
+    largest += std::string(largest.empty() ? "" : ", ") + comm::mode_name(mode) + " " +
                (g_max >= 65536 ? std::string("≥ 65536") : std::to_string(g_max));
   }
   std::printf("  largest G with α ≥ %s on such a cluster (%d per node): %s%s\n",
               format::shortest(t.target_efficiency).c_str(), t.workers_per_node, largest.c_str(),
               cluster.rows.back().sender_ok ? "" : "; the sender link cannot carry 2·P within T_C");
-  // This machine: meaningful when T_C was measured here on its CPU cores.
-  const bool here = t.t_c_ms <= 0 && cfg.device != "cuda";
-  PredictionTable machine;
-  if (here) {
-    machine = prediction_table(prof, x, t.nodes, t.workers_per_node, Placement::on_machine(cores, best.background));
-    std::printf("\n%s", table_text(machine, prof, worker).c_str());
+  tables.here = t.t_c_ms <= 0 && cfg.device != Device::cuda;
+  if (tables.here) {
+    tables.machine = prediction_table(prof, x, t.nodes, t.workers_per_node,
+                                      Placement::on_machine(prof.cores, best.background));
+    std::printf("\n%s", table_text(tables.machine, prof, worker).c_str());
   } else {
     std::printf("\nno table for this machine: %s\n",
                 t.t_c_ms > 0 ? "T_C was given (--t-c-ms), not measured here"
                              : "its time-sharing terms model CPU cores, and the GPU ranks here share one GPU");
   }
+  return tables;
+}
 
-  // The tuned job: the mode with the best predicted speedup on the cluster at G = n·g.
-  const TableRow& last = cluster.rows.back();
+// The tuned job: the mode with the best predicted speedup on the cluster at
+// G = n·g, the chosen minibatch, the scaled learning rate (`capped` when the
+// linear rule's factor hit --max-lr-scale).
+TrainConfig tuned_job(const TuneOptions& t, const TrainConfig& cfg, const TableRow& last, int minibatch,
+                      bool* capped) {
   const int g = last.g;
   TrainConfig tuned = cfg;
-  tuned.minibatch = best.minibatch;
+  tuned.minibatch = minibatch;
   tuned.threads = cfg.threads;  // 0 stays 0: the trainer divides the cores among the ranks it finds
   // No output paths: each run of the tuned job gets the trainer's own run folder.
   tuned.metrics.clear();
   tuned.save_params.clear();
-  int mode = 1;
   if (g == 1) {
-    mode = 0;
-    tuned.mode = "allreduce";
+    tuned.mode = comm::Mode::allreduce;
     tuned.ps = 0;
     tuned.ranks_per_node = 0;
   } else if (t.nodes > 1 && t.workers_per_node > 1 && last.hybrid_speedup >= last.ps_speedup) {
-    mode = 2;
-    tuned.mode = "hybrid";
+    tuned.mode = comm::Mode::hybrid;
     tuned.ps = last.hybrid_servers;
     tuned.ranks_per_node = t.workers_per_node;
   } else {
-    tuned.mode = "ps";
+    tuned.mode = comm::Mode::ps;
     tuned.ps = last.ps_servers;
     tuned.ranks_per_node = t.nodes > 1 ? t.workers_per_node : 0;
   }
-  // The tuned job's stated prediction: the chosen mode's entries of the two tables.
-  auto stated = [&](const TableRow& r) {
-    const perf::StepPrediction& p = mode == 2 ? r.hybrid_pred : mode == 1 ? r.ps_pred : r.allreduce_pred;
-    const double s = mode == 2 ? r.hybrid_speedup : mode == 1 ? r.ps_speedup : r.allreduce_speedup;
-    char b[128];
-    std::snprintf(b, sizeof b, "step %.2f ms (T_O %.2f ms), S = %.2f", 1e3 * p.t_step, 1e3 * p.t_o, s);
-    return std::string(b);
-  };
-  std::string prediction = "# Predicted (engine/predict.cpp): " + stated(last) + " on the cluster";
-  if (here) prediction += "; " + stated(machine.rows.back()) + " run here (as dtrain report predicts)";
   const int base = t.base_batch > 0 ? t.base_batch : cfg.minibatch;
-  perf::ScaledLr lr = perf::scale_lr(cfg.lr, base, best.minibatch * g, std::min(5.0, 0.1 * cfg.epochs));
+  perf::ScaledLr lr = perf::scale_lr(cfg.lr, base, minibatch * g, std::min(5.0, 0.1 * cfg.epochs));
   // The linear rule holds up to a point (Goyal et al.: ResNet-50 to 8k); past it
   // training diverges, so the factor is capped (--max-lr-scale, default 4).
   // LeNet-5 on Fashion-MNIST, global batch 1024 (4 × 256), 3 epochs: lr 0.2
   // (×4 of 0.05 @ 64) reaches 77.7 %, lr 0.4 (×8) and 0.8 (×16) stay at chance.
-  const bool capped = lr.lr > cfg.lr * t.max_lr_scale;
-  if (capped) {
+  *capped = lr.lr > cfg.lr * t.max_lr_scale;
+  if (*capped) {
     lr.lr = cfg.lr * t.max_lr_scale;
     std::printf("lr: the linear rule's factor %s is capped at %s (option 'max-lr-scale')\n",
-                format::shortest(static_cast<double>(best.minibatch) * g / base).c_str(),
+                format::shortest(static_cast<double>(minibatch) * g / base).c_str(),
                 format::shortest(t.max_lr_scale).c_str());
   }
   tuned.lr = static_cast<float>(lr.lr);
   tuned.warmup_epochs = static_cast<float>(std::max<double>(cfg.warmup_epochs, lr.warmup_epochs));
   tuned.loader_depth = std::max(2, cfg.loader_depth);
+  return tuned;
+}
+
+// The tuned job's stated prediction: its mode's entries of the two tables.
+std::string stated_prediction(const TuneTables& tables, comm::Mode mode) {
+  auto stated = [&](const TableRow& r) {
+    const perf::StepPrediction& p = r.prediction(mode);
+    char b[128];
+    std::snprintf(b, sizeof b, "step %.2f ms (T_O %.2f ms), S = %.2f", 1e3 * p.t_step, 1e3 * p.t_o, r.speedup(mode));
+    return std::string(b);
+  };
+  std::string prediction = "# Predicted (engine/predict.cpp): " + stated(tables.cluster.rows.back()) + " on the cluster";
+  if (tables.here) prediction += "; " + stated(tables.machine.rows.back()) + " run here (as dtrain report predicts)";
+  return prediction;
+}
+
+// The tuned job file and the profile (with both tables as printed: what
+// `dtrain report` gives for the same shapes).
+void write_tuned(const TuneOptions& t, const TrainConfig& cfg, const TrainConfig& tuned, const Profile& prof,
+                 const TuneTables& tables, const std::string& prediction, bool capped) {
+  const int g = tables.cluster.rows.back().g;
+  const int base = t.base_batch > 0 ? t.base_batch : cfg.minibatch;
   std::ofstream f(t.out);
   if (!f) DT_USAGE("dtrain tune: option 'out': cannot write '", t.out, "'");
   f << "# Tuned by dtrain tune for " << t.nodes << " node(s) × " << t.workers_per_node << " worker(s) from "
@@ -324,17 +339,65 @@ int run_tune(const TuneOptions& t, TrainConfig cfg, MPI_Comm world) {
     << (g + tuned.ps > 1 ? "mpirun -np " + std::to_string(g + tuned.ps) + " " : std::string())
     << "dtrain train --job " << t.out << "\n" << prediction << ".\n# lr " << format::shortest(cfg.lr)
     << " for global batch " << base << " scaled to "
-    << best.minibatch * g << " (Goyal et al. 2017" << (capped ? ", capped by max-lr-scale" : "")
+    << tuned.minibatch * g << " (Goyal et al. 2017" << (capped ? ", capped by max-lr-scale" : "")
     << "); profile: " << t.out << ".profile.json\n"
     << job_file_text(tuned);
-  // The profile, and both tables as printed (what `dtrain report` gives for the same shapes).
   nlohmann::json pj = prof.to_json();
-  pj["tables"] = {{"cluster", cluster.to_json()}};
-  if (here) pj["tables"]["machine"] = machine.to_json();
+  pj["tables"] = {{"cluster", tables.cluster.to_json()}};
+  if (tables.here) pj["tables"]["machine"] = tables.machine.to_json();
   std::ofstream pf(t.out + ".profile.json");
   pf << pj.dump(1) << "\n";
+}
+
+}  // namespace
+
+int run_tune(const TuneOptions& t, TrainConfig cfg, MPI_Comm world) {
+  int rank = 0, size = 1;
+  DT_CHECK_MPI(MPI_Comm_rank(world, &rank));
+  DT_CHECK_MPI(MPI_Comm_size(world, &size));
+  const double cores = std::max(1u, std::thread::hardware_concurrency());
+  Profile prof;
+  prof.model = cfg.model;
+  prof.cores = cores;
+  // Compute threads per worker: the job's, else what the trainer's default gives a
+  // node of this kind running workers_per_node workers (its cores shared among them).
+  prof.threads = cfg.threads > 0 ? cfg.threads : std::max(1, static_cast<int>(cores) / t.workers_per_node);
+  prof.load_before = load_average_1m();
+  int classes = 0;
+  if (!cfg.train_data.empty()) classes = io::Hdf5Dataset(cfg.train_data).classes();
+  measure_memory(cfg.model, classes, prof);
+  // The candidates that fit the budget: only those are profiled.
+  const double budget = memory_budget(t, rank, world);
+  std::vector<bool> fits(t.candidates.size());
+  for (size_t i = 0; i < t.candidates.size(); ++i)
+    fits[i] = prof.fixed_bytes + prof.per_sample_bytes * t.candidates[i] <= budget;
+  if (std::find(fits.begin(), fits.end(), true) == fits.end())
+    DT_USAGE("dtrain tune: no minibatch in option 'candidates' fits ", budget / 1e9, " GB per worker (",
+             prof.fixed_bytes / 1e6, " MB + ", prof.per_sample_bytes / 1e6,
+             " MB per image; option 'device-memory-gb' sets the budget)");
+  if (rank == 0) check_tune_outputs(t);
+
+  measure_links(t, cfg, world, size, prof);
+  // The cost of a sleeping wait (comm/wait.hpp), on rank 0 while the others sleep.
+  if (rank == 0) prof.poll_fraction = comm::measure_poll_cost(400, &prof.poll_period);
+  sleeping_barrier(world);
+  std::vector<CandidateProfile> measured(t.candidates.size());
+  if (t.t_c_ms <= 0)
+    for (size_t i = 0; i < t.candidates.size(); ++i)
+      if (fits[i])  // the same on every rank: budget was broadcast
+        measured[i] = profile_candidate(t, cfg, prof, t.candidates[i], rank, size, world);
+  if (rank != 0) {
+    sleeping_barrier(world);
+    return kExitOk;
+  }
+  const ComputePoint& best = print_candidates(t, cfg, budget, fits, measured, prof);
+  const TuneTables tables = print_tables(t, cfg, prof, best);
+  bool capped = false;
+  const TrainConfig tuned = tuned_job(t, cfg, tables.cluster.rows.back(), best.minibatch, &capped);
+  const std::string prediction = stated_prediction(tables, tuned.mode);
+  write_tuned(t, cfg, tuned, prof, tables, prediction, capped);
   std::printf("\nwrote %s (mode %s, ps %d, minibatch %d, lr %s, warm-up %s epochs) and %s.profile.json\n%s\n",
-              t.out.c_str(), tuned.mode.c_str(), tuned.ps, tuned.minibatch, format::shortest(tuned.lr).c_str(),
+              t.out.c_str(), comm::mode_name(tuned.mode), tuned.ps, tuned.minibatch, format::shortest(tuned.lr).c_str(),
               format::shortest(tuned.warmup_epochs).c_str(), t.out.c_str(), prediction.c_str() + 2);
   sleeping_barrier(world);
   return kExitOk;

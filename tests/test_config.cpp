@@ -44,7 +44,7 @@ TEST_CASE("job file values, command-line overrides", "[config]") {
   CHECK(c.std == std::vector<float>{0.25f});
   CHECK(c.weight_decay == Approx(5e-4f));
   CHECK_FALSE(c.decay_bias_bn);
-  CHECK(c.lr_schedule == "cosine");
+  CHECK(c.lr_schedule == dtrain::layers::LrSchedule::Kind::cosine);
   CHECK(c.epochs == 10);  // default
 }
 
@@ -108,4 +108,49 @@ TEST_CASE("outputs default to the run folder, help shows readable defaults", "[c
   CHECK_THAT(help, Catch::Contains("--momentum arg (=0.9)"));
   CHECK_THAT(help, Catch::Contains("--decay-bias-bn arg (=true)"));
   CHECK_THAT(help, !Catch::Contains("0.00999999"));
+}
+
+TEST_CASE("enum-valued keys are parsed once: every option string round-trips, a bad one names the key",
+          "[config]") {
+  using dtrain::comm::Mode;
+  using dtrain::comm::WaitPolicy;
+  using Kind = dtrain::layers::LrSchedule::Kind;
+  namespace e = dtrain::engine;
+  TrainConfig d;
+  REQUIRE(parse_train_args({"--train-data", "x.h5"}, d));
+  CHECK(d.device == e::Device::cpu);
+  CHECK(d.mode == Mode::allreduce);
+  CHECK(d.lr_schedule == Kind::constant);
+  CHECK_FALSE(d.wait_policy.has_value());  // auto
+  for (e::Device v : {e::Device::cpu, e::Device::cpu_staged}) {
+    TrainConfig c;
+    REQUIRE(parse_train_args({"--train-data", "x.h5", "--device", e::device_name(v)}, c));
+    CHECK(c.device == v);
+  }
+  CHECK(std::string(e::device_name(e::Device::cpu_staged)) == "cpu-staged");
+  for (Kind v : {Kind::constant, Kind::step, Kind::cosine}) {
+    TrainConfig c;
+    REQUIRE(parse_train_args({"--train-data", "x.h5", "--lr-step-epochs", "1", "--lr-schedule", e::lr_schedule_name(v)}, c));
+    CHECK(c.lr_schedule == v);
+  }
+  for (std::optional<WaitPolicy> v : {std::optional<WaitPolicy>(WaitPolicy::spin),
+                                      std::optional<WaitPolicy>(WaitPolicy::sleep), std::optional<WaitPolicy>()}) {
+    TrainConfig c;
+    REQUIRE(parse_train_args({"--train-data", "x.h5", "--wait-policy", e::wait_policy_option(v)}, c));
+    CHECK(c.wait_policy == v);
+  }
+  TrainConfig h;
+  REQUIRE(parse_train_args({"--train-data", "x.h5", "--mode", "hybrid", "--ps", "1"}, h));
+  CHECK(h.mode == Mode::hybrid);
+  CHECK(usage_message({"--train-data", "x.h5", "--mode", "gossip"}) ==
+        "option 'mode': 'gossip' is not allreduce, ps or hybrid");
+  CHECK(usage_message({"--train-data", "x.h5", "--device", "tpu"}) == "option 'device': 'tpu' is not cpu, cuda or cpu-staged");
+  CHECK(usage_message({"--train-data", "x.h5", "--wait-policy", "busy"}) ==
+        "option 'wait-policy': 'busy' is not spin, sleep or auto");
+  CHECK(usage_message({"--train-data", "x.h5", "--lr-schedule", "linear"}) ==
+        "option 'lr-schedule': 'linear' is not constant, step or cosine");
+  const std::string help = e::train_help();
+  CHECK_THAT(help, Catch::Contains("--mode arg (=allreduce)"));
+  CHECK_THAT(help, Catch::Contains("--wait-policy arg (=auto)"));
+  CHECK_THAT(help, Catch::Contains("--device arg (=cpu)"));
 }

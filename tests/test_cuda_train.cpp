@@ -67,11 +67,11 @@ void compare_train(const std::string& model, int steps, int minibatch, double to
   c.threads = 2;
   c.seed = 4;
   c.dropout = 0.0f;
-  c.device = "cpu-staged";
+  c.device = engine::Device::cpu_staged;
   c.reference_kernels = true;
   c.save_params = scratch(model + "-ref.h5");
   const engine::TrainResult ref = engine::train(c, MPI_COMM_SELF);
-  c.device = "cuda";
+  c.device = engine::Device::cuda;
   c.reference_kernels = false;
   c.workspace_mb = 64;
   c.save_params = scratch(model + "-cuda.h5");

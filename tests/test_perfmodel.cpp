@@ -86,7 +86,7 @@ TEST_CASE("step-time model of a run on a shared machine", "[perfmodel]") {
   // + latency 2·1e-5·4/2 = 0.04 ms → 4.04 ms, ·κ = 10.1 ms.
   // Wake-up: slice = max(1.5, 12/2.5 = 4.8) = 4.8 ms; wait = (1.5/2.5)·4.8 = 2.88 ms; 2 hops → 5.76 ms.
   RunShape ps = one;
-  ps.mode = 1;
+  ps.mode = dtrain::comm::Mode::ps;
   ps.workers = 4;
   ps.servers = 2;
   CHECK(sync_hops(ps) == 2);
@@ -99,7 +99,7 @@ TEST_CASE("step-time model of a run on a shared machine", "[perfmodel]") {
   // Hybrid, K = 2: hops 2 + 2·1 = 4; exchange: intra 2·1/2·1e6/1e9 = 1 ms + 2·1·1e-5 = 0.02 ms,
   // leaders (2 nodes) ⇄ 1 server: max(2·2·1e6/1e9, 2e-3) = 4 ms + 2·1e-5·2 = 0.04 ms → 5.06 ms.
   RunShape hy = ps;
-  hy.mode = 2;
+  hy.mode = dtrain::comm::Mode::hybrid;
   hy.servers = 1;
   hy.ranks_per_node = 2;
   CHECK(hy.nodes() == 2);
@@ -107,7 +107,7 @@ TEST_CASE("step-time model of a run on a shared machine", "[perfmodel]") {
   CHECK(exchange_time(hy, l) == Approx(0.00506));
   // Allreduce over 4 on one node: 2·3/4·1 ms = 1.5 ms + 2·3·1e-5 = 0.06 ms; hops ⌈log2 4⌉ = 2.
   RunShape ar = ps;
-  ar.mode = 0;
+  ar.mode = dtrain::comm::Mode::allreduce;
   ar.servers = 0;
   CHECK(exchange_time(ar, l) == Approx(0.00156));
   CHECK(sync_hops(ar) == 2);
@@ -157,7 +157,7 @@ TEST_CASE("compute phase: stragglers, time sharing, polling threads", "[perfmode
 
 TEST_CASE("sleeping waits: threads that poll and the hop latency", "[perfmodel]") {
   RunShape r;
-  r.mode = 1;
+  r.mode = dtrain::comm::Mode::ps;
   r.workers = 4;
   r.servers = 2;
   CHECK(waiting_threads(r) == 0);  // spinning waits are counted by wakeup_wait instead

@@ -99,7 +99,7 @@ TEST_CASE("cpu-staged: a net refuses a host input, as a GPU would", "[staged]") 
 TEST_CASE("train options: --workspace-mb, --tf32, --device are validated naming the key", "[config][staged]") {
   engine::TrainConfig c;
   REQUIRE(engine::parse_train_args({"--train-data", "a.h5", "--device", "cpu-staged", "--workspace-mb", "64", "--tf32", "true"}, c));
-  CHECK(c.device == "cpu-staged");
+  CHECK(c.device == engine::Device::cpu_staged);
   CHECK(c.workspace_mb == 64);
   CHECK(c.tf32);
   CHECK_THAT(usage_message({"--train-data", "a.h5", "--workspace-mb", "-1"}), Catch::Contains("workspace-mb"));

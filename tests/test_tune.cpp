@@ -70,7 +70,7 @@ TEST_CASE("cluster prediction: AlexNet over 1 GbE and 100 Gb/s", "[tune]") {
   CHECK(t.rows[7].ps_speedup == Approx(8 * 0.5 / 0.81232));
   // The largest G with α ≥ 0.5 in ps mode: α = 0.5/(0.5 + max(2GP/(N_ps B), 2P/B)) with N_ps =
   // ⌈2GP/(B·T_C)⌉ keeps the exchange ≤ T_C, so α ≥ 0.5 at every G.
-  CHECK(largest_workers(one_point(128, 0.5, 244e6, ib), 128, 4, 1, 0.5, Placement::on_cluster(), 512) == 512);
+  CHECK(largest_workers(one_point(128, 0.5, 244e6, ib), 128, 4, dtrain::comm::Mode::ps, 0.5, Placement::on_cluster(), 512) == 512);
 }
 
 TEST_CASE("one prediction: the cluster and this machine differ only in the placement", "[tune]") {
@@ -123,7 +123,7 @@ TEST_CASE("tuned job file reads back to the same configuration", "[tune]") {
   c.train_data = "data/fashion-mnist-train.h5";
   c.minibatch = 96;
   c.lr = 0.375f;
-  c.mode = "hybrid";
+  c.mode = dtrain::comm::Mode::hybrid;
   c.ps = 2;
   c.ranks_per_node = 2;
   c.mean = {0.286f};
@@ -154,7 +154,7 @@ TEST_CASE("tuned job file reads back to the same configuration", "[tune]") {
   CHECK(r.train_data == c.train_data);
   CHECK(r.minibatch == 96);
   CHECK(r.lr == Approx(0.375f));
-  CHECK(r.mode == "hybrid");
+  CHECK(r.mode == dtrain::comm::Mode::hybrid);
   CHECK(r.ps == 2);
   CHECK(r.ranks_per_node == 2);
   REQUIRE(r.mean.size() == 1);

@@ -1,0 +1,60 @@
+// engine/run_recorder.cpp — RunRecorder (run_recorder.hpp).
+#include "engine/run_recorder.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+namespace dtrain::engine {
+
+namespace {
+
+// A duration for a batch log: "42s", "7m05s", "3h07m".
+std::string clock_text(double s) {
+  const long t = std::lround(std::max(0.0, s));
+  char buf[32];
+  if (t < 60) std::snprintf(buf, sizeof buf, "%lds", t);
+  else if (t < 3600) std::snprintf(buf, sizeof buf, "%ldm%02lds", t / 60, t % 60);
+  else std::snprintf(buf, sizeof buf, "%ldh%02ldm", t / 3600, (t % 3600) / 60);
+  return buf;
+}
+
+}  // namespace
+
+RunRecorder::RunRecorder(const std::string& metrics_path, bool rank0, int64_t planned_steps, int planned_epochs,
+                         int64_t steps_per_epoch)
+    : metrics_(metrics_path),
+      rank0_(rank0),
+      planned_steps_(planned_steps),
+      planned_epochs_(planned_epochs),
+      steps_per_epoch_(steps_per_epoch) {}
+
+void RunRecorder::interval(const IntervalReport& r, const IntervalStats& s) {
+  if (!rank0_) return;
+  const int n = s.steps;
+  const double dt = r.wall_s;
+  double hidden = s.t_comm_busy > 0 ? 1.0 - s.t_comm / s.t_comm_busy : 0.0;
+  metrics_.write({{"kind", "step"}, {"step", r.step}, {"epoch", r.epoch}, {"loss", r.loss}, {"lr", r.lr},
+                  {"images_per_s", r.images_per_s}, {"t_compute_s", s.t_compute / n},
+                  {"t_comm_s", s.t_comm / n}, {"t_io_wait_s", s.t_io / n},
+                  {"t_comm_total_s", s.t_comm_busy / n}, {"comm_hidden_fraction", hidden},
+                  {"io_wait_fraction", s.t_io / dt}});
+  const double elapsed = this->elapsed();
+  const double eta = r.step > 0 ? elapsed / static_cast<double>(r.step) * static_cast<double>(planned_steps_ - r.step) : 0.0;
+  std::printf("epoch %d/%d step %lld/%lld loss %.4f lr %.4g %.0f img/s (T_C %.2f ms, comm %.2f ms exposed of %.2f, io wait %.2f ms = %.1f%%) elapsed %s ETA %s\n",
+              r.epoch, planned_epochs_, static_cast<long long>(r.step_in_epoch), static_cast<long long>(steps_per_epoch_),
+              r.loss, r.lr, r.images_per_s, 1e3 * s.t_compute / n, 1e3 * s.t_comm / n, 1e3 * s.t_comm_busy / n,
+              1e3 * s.t_io / n, 100.0 * s.t_io / dt, clock_text(elapsed).c_str(), clock_text(eta).c_str());
+  std::fflush(stdout);
+}
+
+void RunRecorder::epoch(int epoch, int64_t step, double test_loss, double test_accuracy, double epoch_time_s) {
+  if (!rank0_) return;
+  metrics_.write({{"kind", "epoch"}, {"epoch", epoch}, {"step", step}, {"test_loss", test_loss},
+                  {"test_accuracy", test_accuracy}, {"epoch_time_s", epoch_time_s}});
+  std::printf("epoch %d done in %.1f s: test accuracy %.2f%% test loss %.4f\n", epoch, epoch_time_s,
+              100.0 * test_accuracy, test_loss);
+  std::fflush(stdout);
+}
+
+}  // namespace dtrain::engine

@@ -1,0 +1,72 @@
+// engine/run_recorder.hpp — what a training run tells the world while it
+// runs: rank 0's metrics file (JSON Lines, engine/metrics.hpp) and its
+// line-buffered progress lines on stdout.
+//
+// Per log interval: a {"kind":"step"} record and the line
+//   epoch E/Ep step s/spe loss … lr … img/s (T_C …, comm … exposed of …, io wait … = …%) elapsed … ETA …
+// per epoch with a test set: a {"kind":"epoch"} record and "epoch E done in …".
+// Epochs are 1-based in both. Elapsed and ETA count from start(): the ETA is
+// the mean time per step so far times the planned steps left. Other ranks hold
+// a RunRecorder that writes nothing. Its state: the metrics file, the run clock
+// and the run's plan (planned steps and epochs, steps per epoch). The run
+// record (the last line, for `dtrain report`) is appended after the run, by
+// append_run_record (engine/report.hpp).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "engine/metrics.hpp"
+
+namespace dtrain::engine {
+
+using Clock = std::chrono::steady_clock;
+inline double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// The sums of one log interval on this worker (times in seconds).
+struct IntervalStats {
+  double loss = 0;         // sum of the steps' mean losses
+  double t_compute = 0;    // T_C: step time less the exposed exchange time
+  double t_io = 0;         // waiting for the loader
+  double t_comm = 0;       // exposed exchange time
+  double t_comm_busy = 0;  // whole exchange time (hidden + exposed)
+  int steps = 0;
+  Clock::time_point start = Clock::now();
+};
+
+// One interval as reported; epoch 1-based, step_in_epoch 1-based.
+struct IntervalReport {
+  int64_t step = 0;  // steps done
+  int epoch = 1;
+  int64_t step_in_epoch = 1;
+  double loss = 0;   // mean over the interval and all workers
+  float lr = 0;
+  double images_per_s = 0;
+  double wall_s = 0;  // the interval's wall time
+};
+
+class RunRecorder {
+ public:
+  // metrics_path "" = no file (all ranks but 0). rank0: print the progress lines.
+  RunRecorder(const std::string& metrics_path, bool rank0, int64_t planned_steps, int planned_epochs,
+              int64_t steps_per_epoch);
+
+  void start() { run_start_ = Clock::now(); }  // the run clock (elapsed, ETA)
+  double elapsed() const { return seconds_since(run_start_); }
+
+  void interval(const IntervalReport& r, const IntervalStats& s);
+  void epoch(int epoch, int64_t step, double test_loss, double test_accuracy, double epoch_time_s);
+
+ private:
+  MetricsWriter metrics_;
+  bool rank0_;
+  int64_t planned_steps_;
+  int planned_epochs_;
+  int64_t steps_per_epoch_;
+  Clock::time_point run_start_ = Clock::now();
+};
+
+}  // namespace dtrain::engine

@@ -1,0 +1,19 @@
+// engine/server_loop.cpp — ServerLoop (server_loop.hpp). Servers always run
+// on the CPU backend: the arena's slices live in host memory.
+#include "engine/server_loop.hpp"
+
+#include "core/error.hpp"
+
+namespace dtrain::engine {
+
+void ServerLoop::run() {
+  ex_.serve(job_.net->params().data(), [this](float* p, const float* g, size_t b, size_t e, int64_t step) {
+    if (job_.failures.hits_server(step, job_.rank()))
+      DT_FAIL("injected failure at step ", step, " on parameter server ", job_.topo.server_index(),
+              " (DTRAIN_FAIL_AT_STEP)");
+    job_.sgd->step(p, g, job_.schedule.at(step), b, e);
+    last_step_ = step;
+  });
+}
+
+}  // namespace dtrain::engine

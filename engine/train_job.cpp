@@ -1,0 +1,184 @@
+// engine/train_job.cpp — the validation phase of a training run (train_job.hpp).
+//
+// The checks run in a fixed order, the same on every rank, so that every rank
+// that fails reports the same first cause: launcher, topology, threads and
+// wait policy, backend (GPU binding), outputs, datasets, model, normalisation,
+// minibatch against the training set, schedule, failure injection, mode.
+#include "engine/train_job.hpp"
+
+#include <cmath>
+#include <thread>
+
+#include "comm/device_binding.hpp"
+#include "comm/wait.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "core/settings.hpp"
+#include "engine/compute.hpp"
+#include "engine/run_folder.hpp"
+#include "layers/models.hpp"
+#ifdef DTRAIN_HAVE_CUDA
+#include "layers/cuda/cuda_backend.hpp"
+#endif
+
+namespace dtrain::engine {
+
+namespace {
+
+int hardware_threads() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+
+int choose_threads(const TrainConfig& cfg, int ranks_here) {
+  if (cfg.threads > 0) return cfg.threads;
+  if (auto c = settings::slurm_cpus_per_task(); c && *c > 0) return static_cast<int>(*c);
+  return std::max(1, hardware_threads() / std::max(1, ranks_here));
+}
+
+// The topology's options, after checking the launcher agrees with MPI's world size.
+comm::TopologyOptions topology_options(const TrainConfig& cfg, MPI_Comm world) {
+  int world_size = 1;
+  DT_CHECK_MPI(MPI_Comm_size(world, &world_size));
+  comm::check_launcher(world_size);
+  // Virtual nodes matter only where the exchange uses nodes (hybrid).
+  return {cfg.ps, cfg.mode == comm::Mode::hybrid ? cfg.ranks_per_node : 0};
+}
+
+// Checks that a dataset fits the model's input and class count.
+void check_fits(const io::Hdf5Dataset& d, const layers::Shape& in, int classes, const char* key) {
+  if (d.channels() != in.c() || d.height() != in.h() || d.width() != in.w())
+    DT_USAGE("option '", key, "': ", d.path(), ": images are ", d.height(), "×", d.width(), "×",
+             d.channels(), " (H×W×C) but the model expects ", in.h(), "×", in.w(), "×", in.c());
+  if (d.classes() > classes)
+    DT_USAGE("option '", key, "': ", d.path(), " has ", d.classes(), " classes but the model outputs ", classes);
+}
+
+// Opens a dataset; a bad file is a UsageError that also names the option.
+std::unique_ptr<io::Hdf5Dataset> open_dataset(const std::string& path, const char* key) {
+  try {
+    return std::make_unique<io::Hdf5Dataset>(path);
+  } catch (const UsageError& e) {
+    DT_USAGE("option '", key, "': ", e.what());
+  }
+}
+
+// The compute backend of a worker. cuda: the GPU of this rank's local rank
+// among the workers of its host (local rank mod visible devices), checked to be
+// no other worker's before any NCCL communicator exists.
+std::unique_ptr<layers::Backend> make_worker_backend(const TrainConfig& cfg, const comm::Topology& topo,
+                                                     int* cuda_device) {
+  *cuda_device = -1;
+  if (cfg.device != Device::cuda) return make_compute_backend(cfg, -1, false);
+#ifdef DTRAIN_HAVE_CUDA
+  MPI_Comm host = MPI_COMM_NULL;
+  DT_CHECK_MPI(MPI_Comm_split_type(topo.workers(), MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host));
+  int local = 0;
+  DT_CHECK_MPI(MPI_Comm_rank(host, &local));
+  try {
+    const int device = layers::cuda_device_for_local_rank(local);
+    comm::check_device_binding(host, device, layers::cuda_device_key(device));
+    *cuda_device = device;
+  } catch (...) {
+    MPI_Comm_free(&host);
+    throw;
+  }
+  DT_CHECK_MPI(MPI_Comm_free(&host));
+  return make_compute_backend(cfg, *cuda_device, topo.rank() == 0);
+#else
+  (void)topo;
+  DT_USAGE("option 'device': cuda: this dtrain was built without the CUDA backend; use --device cpu");
+#endif
+}
+
+// The model for the datasets' class count, named option 'model' when unknown.
+layers::Net make_net(const TrainConfig& cfg, int classes) {
+  layers::ModelOptions mo;
+  mo.minibatch = cfg.minibatch;
+  mo.classes = classes;
+  mo.dropout = cfg.dropout;
+  if (mo.classes > 100000)
+    DT_USAGE("option 'train-data': ", cfg.train_data, ": ", mo.classes, " classes is more than this engine supports (100000)");
+  try {
+    return layers::make_model(cfg.model, mo);
+  } catch (const UsageError& e) {
+    DT_USAGE("option 'model': ", e.what());
+  }
+}
+
+// The schedule in steps: epochs of the job converted with `spe` steps per epoch.
+layers::LrSchedule make_schedule(const TrainConfig& cfg, int64_t spe) {
+  layers::LrSchedule sched;
+  sched.kind = cfg.lr_schedule;
+  sched.base_lr = cfg.lr;
+  sched.warmup_steps = static_cast<int64_t>(std::llround(cfg.warmup_epochs * static_cast<double>(spe)));
+  sched.step_size = static_cast<int64_t>(std::llround(cfg.lr_step_epochs * static_cast<double>(spe)));
+  sched.gamma = cfg.lr_gamma;
+  if (sched.kind == layers::LrSchedule::Kind::step && sched.step_size < 1)
+    DT_USAGE("option 'lr-step-epochs': ", cfg.lr_step_epochs, " epochs is less than one step (", spe, " steps per epoch)");
+  sched.total_steps = spe * cfg.epochs;
+  if (cfg.max_steps > 0) sched.total_steps = std::min(sched.total_steps, cfg.max_steps);
+  return sched;
+}
+
+}  // namespace
+
+FailureInjection FailureInjection::from_settings(int world_size) {
+  FailureInjection f{settings::fail_at_step(), settings::fail_rank()};
+  if (f.rank && (*f.rank < 0 || *f.rank >= world_size))
+    DT_USAGE("DTRAIN_FAIL_RANK=", *f.rank, " is not a rank of this ", world_size, "-rank job");
+  return f;
+}
+
+TrainJob::TrainJob(const TrainConfig& c, MPI_Comm world) : cfg(c), topo(world, topology_options(c, world)) {
+  world_size = topo.size();
+  threads = choose_threads(cfg, topo.ranks_on_host());
+  layers::set_cpu_threads(threads);
+  comm::set_wait_policy(cfg.wait_policy ? *cfg.wait_policy
+                                        : comm::choose_wait_policy("auto", topo.ranks_on_host(), threads,
+                                                                   hardware_threads()));
+
+  // Servers run the optimizer on host memory: the CPU backend, whatever the device.
+  backend = topo.is_server() ? layers::make_backend(cfg.reference_kernels ? "reference" : "cpu")
+                             : make_worker_backend(cfg, topo, &cuda_device);
+
+  // Datasets are validated before any work (DESIGN.md §5): bad files are UsageErrors.
+  // Servers open them too: the class count fixes the model's arena.
+  check_outputs(cfg);
+  train_set = open_dataset(cfg.train_data, "train-data");
+  if (!cfg.test_data.empty()) test_set = open_dataset(cfg.test_data, "test-data");
+  if (test_set && test_set->classes() != train_set->classes() && rank() == 0)
+    log::warn("train-data has ", train_set->classes(), " classes but test-data has ", test_set->classes(),
+              "; the model gets ", std::max(train_set->classes(), test_set->classes()), " outputs");
+
+  net.emplace(make_net(cfg, std::max(train_set->classes(), test_set ? test_set->classes() : 0)));
+  const layers::Shape in = net->input_shape();
+  check_fits(*train_set, in, classes(), "train-data");
+  if (test_set) check_fits(*test_set, in, classes(), "test-data");
+  if (!cfg.mean.empty() && static_cast<int64_t>(cfg.mean.size()) != in.c())
+    DT_USAGE("option 'mean': ", cfg.mean.size(), " values for ", in.c(), " channels");
+  if (!cfg.std.empty() && static_cast<int64_t>(cfg.std.size()) != in.c())
+    DT_USAGE("option 'std': ", cfg.std.size(), " values for ", in.c(), " channels");
+
+  net->finalize(*backend, static_cast<uint64_t>(cfg.seed));
+
+  n_train = train_set->n();
+  if (cfg.max_train_samples > 0) n_train = std::min(n_train, cfg.max_train_samples);
+  if (n_train < global_batch())
+    DT_USAGE("option 'minibatch': the training set ", cfg.train_data, " has ", n_train,
+             " samples (max-train-samples applied), fewer than one global batch of ", topo.num_workers(),
+             " workers × ", cfg.minibatch);
+  sampler.emplace(n_train, topo.num_workers(), topo.is_worker() ? topo.worker_index() : 0, cfg.minibatch,
+                  static_cast<uint64_t>(cfg.seed));
+  schedule = make_schedule(cfg, steps_per_epoch());
+
+  layers::SgdOptions so;
+  so.momentum = cfg.momentum;
+  so.weight_decay = cfg.weight_decay;
+  so.decay_bias_bn = cfg.decay_bias_bn;
+  sgd = std::make_unique<layers::Sgd>(*backend, so, net->param_ranges(), net->num_params());
+
+  failures = FailureInjection::from_settings(world_size);
+
+  if (world_size == 1 && cfg.mode != comm::Mode::allreduce)
+    DT_USAGE("option 'mode': ", comm::mode_name(cfg.mode), " needs parameter-server ranks; this job has 1 rank");
+}
+
+}  // namespace dtrain::engine

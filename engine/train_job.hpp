@@ -1,0 +1,103 @@
+// engine/train_job.hpp — one rank's share of a training job, built and
+// validated before the run starts.
+//
+// Construction is the validation phase of `dtrain train` (DESIGN.md §5): the
+// topology, the compute backend (a worker's GPU binding checked), the datasets
+// (a bad file is a UsageError naming the option), the model, the learning-rate
+// schedule, the optimizer and the failure-injection settings. Every usage
+// error a rank can find is thrown here, before the barrier that lets rank 0
+// create the run folder (engine/trainer.cpp) and before any collective whose
+// participants could differ; a rank that throws joins the exit agreement
+// (engine/exit.hpp) and the job ends with the message printed once.
+//
+// What it owns is what every role shares: the net's arenas (parameters,
+// gradients, buffers), the Sgd's momentum, the schedule. The roles
+// (WorkerLoop, ServerLoop, Evaluator, RunRecorder) keep their own state.
+#pragma once
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "comm/topology.hpp"
+#include "engine/config.hpp"
+#include "io/hdf5_dataset.hpp"
+#include "io/sampler.hpp"
+#include "layers/backend.hpp"
+#include "layers/net.hpp"
+#include "layers/sgd.hpp"
+
+namespace dtrain::engine {
+
+// DTRAIN_FAIL_AT_STEP / DTRAIN_FAIL_RANK (core/settings.hpp), read once: the
+// step at which a rank fails on purpose (tests of the failure path).
+struct FailureInjection {
+  std::optional<long> at_step;
+  std::optional<long> rank;  // none: every worker (servers only when named)
+
+  // Throws UsageError when DTRAIN_FAIL_RANK is not a rank of a `world_size` job.
+  static FailureInjection from_settings(int world_size);
+  bool hits_worker(int64_t step, int world_rank) const {
+    return at_step && *at_step == step && (!rank || *rank == world_rank);
+  }
+  bool hits_server(int64_t step, int world_rank) const {
+    return at_step && *at_step == step && rank && *rank == world_rank;
+  }
+};
+
+class TrainJob {
+ public:
+  // Collective over `world` (topology, device binding). Throws UsageError for
+  // a bad job; sets the process's compute threads and wait policy.
+  TrainJob(const TrainConfig& cfg, MPI_Comm world);
+  TrainJob(const TrainJob&) = delete;
+  TrainJob& operator=(const TrainJob&) = delete;
+
+  const TrainConfig& cfg;
+  comm::Topology topo;
+  int world_size = 1;
+  int threads = 1;                           // compute threads of this rank
+  int cuda_device = -1;                      // the worker's GPU (cuda), else −1
+  std::unique_ptr<layers::Backend> backend;  // servers: the CPU backend, whatever the device
+  std::unique_ptr<io::Hdf5Dataset> train_set;
+  std::unique_ptr<io::Hdf5Dataset> test_set;  // null: no evaluation
+  std::optional<layers::Net> net;             // finalized: arenas initialised from cfg.seed
+  int64_t n_train = 0;                        // training samples used (max-train-samples applied)
+  // This worker's epoch plan; on a server, worker 0's (servers read no batch:
+  // they need its steps per epoch, the same on every worker, for the schedule).
+  std::optional<io::Sampler> sampler;
+  layers::LrSchedule schedule;       // total_steps: the steps this run takes (max-steps applied)
+  std::unique_ptr<layers::Sgd> sgd;  // momentum state of the whole arena
+  FailureInjection failures;
+
+  int rank() const { return topo.rank(); }
+  bool on_device() const { return backend->discrete_memory(); }
+  int64_t steps_per_epoch() const { return sampler->steps_per_epoch(); }
+  int64_t global_batch() const { return static_cast<int64_t>(cfg.minibatch) * topo.num_workers(); }
+  int64_t planned_steps() const { return schedule.total_steps; }
+  int planned_epochs() const {
+    return static_cast<int>((planned_steps() + steps_per_epoch() - 1) / steps_per_epoch());
+  }
+  int classes() const { return static_cast<int>(net->output_shape().c()); }
+};
+
+// Calls f with a host view of n floats at `data` (memory of `be`): the memory
+// itself on host backends; on a device, a downloaded copy, uploaded back
+// afterwards when write_back.
+template <typename F>
+void with_host_copy(layers::Backend& be, float* data, size_t n, bool write_back, F&& f) {
+  if (!be.discrete_memory()) {
+    f(data);
+    return;
+  }
+  std::vector<float> h(std::max<size_t>(n, 1));
+  be.download(data, h.data(), n * sizeof(float));
+  f(h.data());
+  if (write_back) be.upload(h.data(), data, n * sizeof(float));
+}
+
+}  // namespace dtrain::engine
