@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "comm/device_binding.hpp"
+#include "comm/discovery.hpp"
 #include "comm/wait.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -68,19 +69,10 @@ std::unique_ptr<layers::Backend> make_worker_backend(const TrainConfig& cfg, con
   *cuda_device = -1;
   if (cfg.device != Device::cuda) return make_compute_backend(cfg, -1, false);
 #ifdef DTRAIN_HAVE_CUDA
-  MPI_Comm host = MPI_COMM_NULL;
-  DT_CHECK_MPI(MPI_Comm_split_type(topo.workers(), MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host));
-  int local = 0;
-  DT_CHECK_MPI(MPI_Comm_rank(host, &local));
-  try {
-    const int device = layers::cuda_device_for_local_rank(local);
-    comm::check_device_binding(host, device, layers::cuda_device_key(device));
-    *cuda_device = device;
-  } catch (...) {
-    MPI_Comm_free(&host);
-    throw;
-  }
-  DT_CHECK_MPI(MPI_Comm_free(&host));
+  const comm::Comm host = comm::split_host(topo.workers());  // freed on any exit
+  const int device = layers::cuda_device_for_local_rank(host.rank());
+  comm::check_device_binding(host.get(), device, layers::cuda_device_key(device));
+  *cuda_device = device;
   return make_compute_backend(cfg, *cuda_device, topo.rank() == 0);
 #else
   (void)topo;

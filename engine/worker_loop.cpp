@@ -8,7 +8,7 @@
 // pointers and stages gradients to pinned host buffers slice by slice as
 // backward reports them, reducing inside the node with NCCL (or MPI), and puts
 // the new parameters back on the device before finish_step returns
-// (comm/device_step.cpp). Batch-norm averaging and evaluation counts go
+// (comm/ps_client.cpp, comm/staging.hpp). Batch-norm averaging and evaluation counts go
 // through host copies (download, upload).
 #include "engine/worker_loop.hpp"
 
