@@ -32,12 +32,14 @@ for layout in "1 single" "4 allreduce --minibatch 16" "6 ps --mode ps --ps 2 --m
   if h5diff "$O/$name.before.h5" "$O/$name.after.h5" > "$O/$name.h5diff" 2>&1; then p=identical; else p="DIFFER ($(head -3 "$O/$name.h5diff" | tr '\n' ' '))"; fail=1; fi
   m=$("$(dt_python)" - "$O/$name.before.jsonl" "$O/$name.after.jsonl" <<'PY'
 import json, sys
-timing = ("images_per_s", "t_", "comm_hidden", "io_wait", "epoch_time", "wall_s", "cpu_s", "busy", "background", "load_1m")
+timing = {"images_per_s", "t_compute_s", "t_comm_s", "t_io_wait_s", "t_comm_total_s", "comm_hidden_fraction",
+          "io_wait_fraction", "epoch_time_s", "wall_s", "job_cpu_s", "machine_busy_s", "background_cores",
+          "load_1m_start"}
 def read(p):
     out = []
     for line in open(p):
         r = json.loads(line)
-        out.append({k: v for k, v in r.items() if not any(k.startswith(t) for t in timing)})
+        out.append({k: v for k, v in r.items() if k not in timing})
     return out
 a, b = read(sys.argv[1]), read(sys.argv[2])
 print("identical" if a == b else "DIFFER")
