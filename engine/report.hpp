@@ -36,6 +36,9 @@
 
 namespace dtrain::engine {
 
+// The median of v (the mean of the middle two for an even count); 0 for none.
+double median(std::vector<double> v);
+
 // A finished run as report reads it: the run record's fields, and the medians
 // over its log intervals (the first dropped when there are more than two).
 struct MeasuredRun {

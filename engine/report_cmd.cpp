@@ -26,13 +26,6 @@ namespace dtrain::engine {
 
 namespace {
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 Profile read_profile(const std::string& path) {
   std::ifstream f(path);
   if (!f) DT_USAGE("dtrain report: option 'profile': cannot open '", path, "'");
