@@ -9,8 +9,8 @@ set -euo pipefail
 B=${DTRAIN:-build/dtrain}
 O=${1:?usage: $0 OUTDIR}
 mkdir -p "$O"
-"$B" data synth --shape 227x227x3 --n 16 --classes 1000 --out "$O/synth227.h5" > /dev/null
-"$B" data synth --shape 224x224x3 --n 16 --classes 1000 --out "$O/synth224.h5" > /dev/null
+"$B" data synth --shape 227x227x3 --n 16 --classes 1000 --out "$O/synth227.h5" --overwrite true > /dev/null
+"$B" data synth --shape 224x224x3 --n 16 --classes 1000 --out "$O/synth224.h5" --overwrite true > /dev/null
 links=("1 1 GbE" "10 10 GbE" "56 56 Gb/s IB" "100 100 Gb/s IB")
 run() {  # model data minibatch t_c_ms memory_gb
   for l in "${links[@]}"; do

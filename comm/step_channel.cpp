@@ -3,7 +3,10 @@
 
 #include <mpi.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <thread>
 
 #include "core/error.hpp"
 
@@ -84,7 +87,13 @@ StepTimes StepChannel::finish(float* params, float* grads) {
       // the caller's arenas, and it keeps driving MPI's progress: unwinding to
       // the top level would free memory MPI may still write into (seen: a
       // segfault in opal_convertor_unpack on a member rank). End the job here,
-      // with the message the top level would have printed.
+      // with the message the top level would have printed. Every live rank
+      // times out at about the same moment: each waits its rank × 0.5 s (≤ 4 s)
+      // first, so the lowest live rank prints and aborts, and the job shows one
+      // message rather than one per rank.
+      const int r = std::max(0, ::dtrain::error_rank());
+      lk.unlock();
+      std::this_thread::sleep_for(std::chrono::milliseconds(500 * std::min(r, 8)));
       const ::dtrain::Error e(::dtrain::detail::where(__FILE__, __LINE__) +
                               ::dtrain::detail::concat("step ", step_, ": the gradient exchange did not complete within ",
                                                        timeout_s_, " s (--comm-timeout): a peer rank stalled or died"));

@@ -5,6 +5,7 @@
 
 #include <boost/program_options.hpp>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <sstream>
 
@@ -13,6 +14,7 @@
 #include "core/settings.hpp"
 #include "engine/config.hpp"
 #include "engine/options.hpp"
+#include "engine/run_folder.hpp"
 #include "engine/report.hpp"
 #include "engine/trainer.hpp"
 #include "io/idx.hpp"
@@ -71,6 +73,7 @@ int cmd_data(const std::vector<std::string>& args) {
   int64_t n = 0;
   int classes = 1000;
   uint64_t seed = 1;
+  bool overwrite = false;
   po::options_description desc(
       "dtrain data fashion-mnist --out DIR [--src DIR]\n"
       "dtrain data synth --shape HxWxC --n N --classes K --out FILE [--seed S]");
@@ -80,7 +83,8 @@ int cmd_data(const std::vector<std::string>& args) {
       "shape", po::value(&shape)->default_value("224x224x3"), "synth: image shape H x W x C")(
       "n", po::value(&n), "synth: number of samples")(
       "classes", po::value(&classes)->default_value(1000), "synth: number of classes")(
-      "seed", po::value(&seed)->default_value(1), "synth: content seed");
+      "seed", po::value(&seed)->default_value(1), "synth: content seed")(
+      "overwrite", po::value(&overwrite)->default_value(false, "false"), "replace output files that exist");
   po::positional_options_description pos;
   pos.add("what", 1);
   auto vm = parse(args, desc, "data", &pos);
@@ -99,6 +103,7 @@ int cmd_data(const std::vector<std::string>& args) {
     if (n <= 0) DT_USAGE("dtrain data synth: option 'n' must be > 0");
     if (h <= 0 || w <= 0 || c <= 0 || h > 65536 || w > 65536 || c > 4096 || h * w * c > (1LL << 30))
       DT_USAGE("dtrain data synth: option 'shape': ", shape, " must be positive with at most 2^30 bytes per image");
+    check_new_output("dtrain data synth: ", "out", out, overwrite);
     io::synthesize_dataset(out, n, h, w, c, classes, seed);
     log::info(out, ": ", n, " synthetic images ", h, "x", w, "x", c, ", ", classes, " classes");
     return kExitOk;
@@ -106,6 +111,8 @@ int cmd_data(const std::vector<std::string>& args) {
   if (what != "fashion-mnist") DT_USAGE("dtrain data: unknown dataset '", what, "' (known: fashion-mnist, synth)");
   if (vm.count("out") && out.empty()) DT_USAGE("dtrain data fashion-mnist: option 'out' is empty");
   if (out.empty()) out = settings::data_dir();
+  for (const char* f : {"fashion-mnist-train.h5", "fashion-mnist-test.h5"})
+    check_new_output("dtrain data fashion-mnist: ", "out", (std::filesystem::path(out) / f).string(), overwrite);
   io::ConvertSummary s = io::convert_fashion_mnist(src, out);
   log::info(s.describe());
   return kExitOk;

@@ -144,6 +144,9 @@ void validate(TrainConfig& c, const Options& o) {
   auto need = [](bool ok, const char* key, auto&&... why) {
     if (!ok) DT_USAGE("option '", key, "': ", why...);
   };
+  if (c.train_data.empty() && c.job.empty())
+    DT_USAGE("no job: give a job file (--job jobs/fashion_lenet.ini) or at least --train-data FILE; "
+             "`dtrain train --help` lists every option");
   need(!c.train_data.empty(), "train-data", "is required (an HDF5 dataset; see `dtrain data`)");
   c.device = parse_choice(kDevices, "device", o.device);
 #ifndef DTRAIN_HAVE_CUDA
@@ -191,7 +194,8 @@ void validate(TrainConfig& c, const Options& o) {
   need(c.ranks_per_node >= 0, "ranks-per-node", "must be >= 0, got ", c.ranks_per_node);
   need(c.bucket_mb > 0, "bucket-mb", "must be > 0");
   need(c.max_chunk_elems > 0 && c.max_chunk_elems < (int64_t{1} << 31), "max-chunk-elems", "must be in [1, 2^31)");
-  for (float s : c.std) need(s > 0.0f, "std", "every value must be > 0");
+  for (float s : c.std) need(std::isfinite(s) && s > 0.0f, "std", "every value must be a finite number > 0, got ", s);
+  for (float m : c.mean) need(std::isfinite(m), "mean", "every value must be a finite number, got ", m);
 }
 
 }  // namespace
@@ -227,7 +231,7 @@ bool parse_train_args(const std::vector<std::string>& args, TrainConfig& cfg) {
     std::string path = vm["job"].as<std::string>();
     std::error_code ec;
     if (!std::filesystem::is_regular_file(path, ec))
-      DT_USAGE("job file '", format::missing_path(path), "' does not exist or is not a file");
+      DT_USAGE("job file ", format::missing_path(path), " does not exist or is not a file");
     std::ifstream in(path);
     if (!in) DT_USAGE("job file '", path, "' cannot be opened");
     try {

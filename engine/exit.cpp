@@ -86,6 +86,25 @@ int exit_on_error(std::exception_ptr e, double agreement_timeout_s) {
   return code;  // not reached
 }
 
+void rank0_usage_check(MPI_Comm comm, const std::function<void()>& check) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  std::string msg;
+  if (rank == 0) {
+    try {
+      check();
+    } catch (const UsageError& e) {
+      msg = e.what();
+    }
+  }
+  int n = static_cast<int>(msg.size());
+  MPI_Bcast(&n, 1, MPI_INT, 0, comm);
+  if (n == 0) return;
+  msg.resize(static_cast<size_t>(n));
+  MPI_Bcast(msg.data(), n, MPI_CHAR, 0, comm);
+  throw UsageError(msg);
+}
+
 void exit_finalize() {
   if (g_exit_comm != MPI_COMM_NULL) MPI_Comm_free(&g_exit_comm);
   int init = 0, fin = 0;

@@ -22,6 +22,7 @@
 #include <mpi.h>
 
 #include <exception>
+#include <functional>
 
 namespace dtrain::engine {
 
@@ -32,6 +33,12 @@ void exit_init(MPI_Comm world);
 // above says and returns the exit code; may not return (MPI_Abort).
 // Before exit_init (no MPI): prints and returns.
 int exit_on_error(std::exception_ptr e, double agreement_timeout_s = 10.0);
+
+// A usage check that only rank 0 can make (its outputs): runs `check` on rank 0
+// and broadcasts the outcome over `comm` (collective), so that a UsageError is
+// thrown on every rank, with rank 0's message, and the exit agreement prints
+// it once. Other exceptions of `check` propagate on rank 0 only.
+void rank0_usage_check(MPI_Comm comm, const std::function<void()>& check);
 
 // After exit_on_error returned under MPI: MPI_Finalize unless it aborted.
 void exit_finalize();

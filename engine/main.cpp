@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/settings.hpp"
 #include "engine/bench_io.hpp"
 #include "engine/commands.hpp"
 #include "engine/exit.hpp"
@@ -38,25 +39,11 @@ int run(const std::string& cmd, const std::vector<std::string>& args) {
   DT_USAGE("unknown command '", cmd, "'\n", usage());
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // batch jobs have no terminal
-  if (argc < 2) {
+// A command without MPI, in this process alone: its exit code, errors printed.
+int run_serial(const std::string& cmd, const std::vector<std::string>& args) {
+  if (cmd.empty()) {
     std::fputs(dtrain::engine::usage().c_str(), stderr);
     return dtrain::kExitUsage;
-  }
-  const std::string cmd = argv[1];
-  const std::vector<std::string> args(argv + 2, argv + argc);
-  const bool mpi = cmd == "train" || cmd == "bench" || cmd == "tune";  // tune: ping-pong
-  if (mpi) {
-    int provided = 0;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-    int rank = 0, world = 1;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &world);
-    if (world > 1) dtrain::set_error_rank(rank);
-    dtrain::engine::exit_init(MPI_COMM_WORLD);
   }
   int code = dtrain::kExitOk;
   try {
@@ -66,6 +53,45 @@ int main(int argc, char** argv) {
   }
   std::fflush(stdout);
   std::fflush(stderr);
-  if (mpi) dtrain::engine::exit_finalize();
+  return code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // batch jobs have no terminal
+  const std::string cmd = argc >= 2 ? argv[1] : "";
+  const std::vector<std::string> args(argc >= 2 ? argv + 2 : argv + argc, argv + argc);
+  const bool mpi = cmd == "train" || cmd == "bench" || cmd == "tune";  // tune: ping-pong
+  // Commands without MPI (data, model, report, help) started by mpirun: rank 0
+  // alone runs them and the others exit with its code, so a table or an error
+  // is printed once, not once per rank.
+  const bool serial_under_mpi = !mpi && dtrain::settings::started_by_mpirun();
+  int rank = 0, world = 1;
+  if (mpi || serial_under_mpi) {
+    int provided = 0;
+    MPI_Init_thread(&argc, &argv, mpi ? MPI_THREAD_MULTIPLE : MPI_THREAD_SINGLE, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+  }
+  if (serial_under_mpi) {
+    int code = dtrain::kExitOk;
+    if (rank == 0) code = run_serial(cmd, args);
+    MPI_Bcast(&code, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    MPI_Finalize();
+    return code;
+  }
+  if (!mpi) return run_serial(cmd, args);
+  if (world > 1) dtrain::set_error_rank(rank);
+  dtrain::engine::exit_init(MPI_COMM_WORLD);
+  int code = dtrain::kExitOk;
+  try {
+    code = run(cmd, args);
+  } catch (...) {
+    code = dtrain::engine::exit_on_error(std::current_exception());
+  }
+  std::fflush(stdout);
+  std::fflush(stderr);
+  dtrain::engine::exit_finalize();
   return code;
 }

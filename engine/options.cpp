@@ -54,7 +54,7 @@ std::string nearest_option(const std::string& name, const po::options_descriptio
       best = cand;
     }
   }
-  const size_t limit = std::max<size_t>(2, (want.size() + 2) / 3);
+  const size_t limit = std::max<size_t>(1, (want.size() + 1) / 4);  // 1 edit up to 6 letters, 2 up to 10, …
   return best_d <= limit ? best : std::string();
 }
 

@@ -5,7 +5,8 @@
 //   * an unknown option or job-file key names the nearest valid one
 //     ("unrecognised option '--minibtach' (did you mean --minibatch?)"), by
 //     Damerau–Levenshtein distance (adjacent transpositions count 1), when
-//     it is within a third of the name's length;
+//     it is within a quarter of the name's length (at least 1 edit), or when
+//     the name is a prefix of 3 or more letters of it;
 //   * every po::error becomes a UsageError (exit 2) prefixed with where it
 //     came from ("dtrain bench comm: ", "job file 'x.ini': ").
 #pragma once

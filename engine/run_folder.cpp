@@ -23,14 +23,15 @@ bool is_auto(const std::string& v) { return v == kAutoOutput; }
 
 // The nearest folder at or above `p` that exists. Throws UsageError when a
 // component on the way is not a folder (e.g. an output under a regular file).
-fs::path nearest_existing_folder(const fs::path& p, const char* key, const std::string& shown) {
+fs::path nearest_existing_folder(const fs::path& p, const char* key, const std::string& shown,
+                                 const std::string& where = "") {
   fs::path a = fs::absolute(p).lexically_normal();
   std::error_code ec;
   while (!a.empty()) {
     auto st = fs::status(a, ec);
     if (fs::exists(st)) {
       if (!fs::is_directory(st))
-        DT_USAGE("option '", key, "': '", shown, "' cannot be created: '", a.string(), "' is not a folder");
+        DT_USAGE(where, "option '", key, "': '", shown, "' cannot be created: '", a.string(), "' is not a folder");
       return a;
     }
     if (a == a.root_path()) break;
@@ -40,11 +41,11 @@ fs::path nearest_existing_folder(const fs::path& p, const char* key, const std::
 }
 
 // Proves that `dir` takes a new file now, leaving nothing behind.
-void probe_writable(const fs::path& dir, const char* key, const std::string& shown) {
+void probe_writable(const fs::path& dir, const char* key, const std::string& shown, const std::string& where = "") {
   fs::path probe = dir / (".dtrain-probe." + std::to_string(::getpid()));
   std::FILE* f = std::fopen(probe.c_str(), "w");
   if (f == nullptr)
-    DT_USAGE("option '", key, "': '", shown, "' cannot be written: cannot create files in '", dir.string(), "' (",
+    DT_USAGE(where, "option '", key, "': '", shown, "' cannot be written: cannot create files in '", dir.string(), "' (",
              std::strerror(errno), ")");
   std::fclose(f);
   std::error_code ec;
@@ -64,19 +65,28 @@ void check_explicit(const TrainConfig& cfg, const char* key, const std::string& 
                           {"test-data", cfg.test_data}, {"job", cfg.job}})
     if (same_file(out, in))
       DT_USAGE("option '", key, "': '", out, "' is the same file as option '", ikey, "'; refusing to overwrite an input");
+  check_new_output("", key, out, cfg.overwrite,
+                   "choose another file, leave the option out (each run then writes into its own run folder)");
+}
+
+}  // namespace
+
+void check_new_output(const std::string& where, const char* key, const std::string& out, bool overwrite,
+                      const std::string& alternative) {
   std::error_code ec;
   auto st = fs::symlink_status(out, ec);
   if (fs::exists(st)) {
     if (!fs::is_regular_file(st))
-      DT_USAGE("option '", key, "': '", out, "' exists and is not a regular file; refusing to replace it");
-    if (!cfg.overwrite)
-      DT_USAGE("option '", key, "': '", out, "' exists (an earlier run's output?); refusing to overwrite it. Choose "
-               "another file, leave the option out (each run then writes into its own run folder), or pass "
-               "--overwrite true");
+      DT_USAGE(where, "option '", key, "': '", out, "' exists and is not a regular file; refusing to replace it");
+    if (!overwrite)
+      DT_USAGE(where, "option '", key, "': '", out, "' exists (an earlier run's output?); refusing to overwrite it: ",
+               alternative, ", or pass --overwrite true");
   }
   fs::path parent = fs::path(out).parent_path();
-  probe_writable(nearest_existing_folder(parent.empty() ? fs::path(".") : parent, key, out), key, out);
+  probe_writable(nearest_existing_folder(parent.empty() ? fs::path(".") : parent, key, out, where), key, out, where);
 }
+
+namespace {
 
 fs::path run_parent(const TrainConfig& cfg) { return fs::path(cfg.runs_dir) / run_name(cfg); }
 

@@ -40,6 +40,14 @@ std::string run_name(const TrainConfig& cfg);
 // Validation only (throws UsageError naming the key and the file). Every rank may call it.
 void check_outputs(const TrainConfig& cfg);
 
+// One output file of any command (dtrain data, tune, train): `path` must not
+// exist unless `overwrite` (then it must be a regular file), and the nearest
+// existing folder above it must be a folder that takes a new file. Throws
+// UsageError "<where>option '<key>': …". Writes nothing (a probe file is made
+// and removed).
+void check_new_output(const std::string& where, const char* key, const std::string& path, bool overwrite,
+                      const std::string& alternative = "choose another file");
+
 // Creates the run folder and the parent folders of explicit outputs; returns
 // the resolved paths. Throws Error when the file system refuses (after a
 // successful check_outputs: a race or a full disk).

@@ -41,9 +41,10 @@ void RunRecorder::interval(const IntervalReport& r, const IntervalStats& s) {
                   {"io_wait_fraction", s.t_io / dt}});
   const double elapsed = this->elapsed();
   const double eta = r.step > 0 ? elapsed / static_cast<double>(r.step) * static_cast<double>(planned_steps_ - r.step) : 0.0;
-  std::printf("epoch %d/%d step %lld/%lld loss %.4f lr %.4g %.0f img/s (T_C %.2f ms, comm %.2f ms exposed of %.2f, io wait %.2f ms = %.1f%%) elapsed %s ETA %s\n",
+  // Step in the epoch, then the run's step as in metrics.jsonl ("step") and error messages.
+  std::printf("epoch %d/%d step %lld/%lld (run step %lld/%lld) loss %.4f lr %.4g %.0f img/s (T_C %.2f ms, comm %.2f ms exposed of %.2f, io wait %.2f ms = %.1f%%) elapsed %s ETA %s\n",
               r.epoch, planned_epochs_, static_cast<long long>(r.step_in_epoch), static_cast<long long>(steps_per_epoch_),
-              r.loss, r.lr, r.images_per_s, 1e3 * s.t_compute / n, 1e3 * s.t_comm / n, 1e3 * s.t_comm_busy / n,
+              static_cast<long long>(r.step), static_cast<long long>(planned_steps_), r.loss, r.lr, r.images_per_s, 1e3 * s.t_compute / n, 1e3 * s.t_comm / n, 1e3 * s.t_comm_busy / n,
               1e3 * s.t_io / n, 100.0 * s.t_io / dt, clock_text(elapsed).c_str(), clock_text(eta).c_str());
   std::fflush(stdout);
 }

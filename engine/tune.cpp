@@ -133,7 +133,8 @@ int cmd_tune(const std::vector<std::string>& args) {
       "t-c-ms", dflt(t.t_c_ms, 0.0), "what-if: T_C per step (ms) at the job's minibatch, e.g. a GPU's; 0: measure")(
       "base-batch", dflt(t.base_batch, 0), "global batch the job's lr is for (0: the job's minibatch)")(
       "max-lr-scale", dflt(t.max_lr_scale, 4.0), "largest factor the linear scaling rule may multiply the lr by")(
-      "out", po::value(&t.out)->default_value("tuned.ini"), "tuned job file (the profile goes to OUT.profile.json)");
+      "out", po::value(&t.out)->default_value("tuned.ini"), "tuned job file (the profile goes to OUT.profile.json); refused if either exists")(
+      "overwrite", po::value(&t.overwrite)->default_value(false, "false"), "replace an existing OUT and OUT.profile.json");
   po::variables_map vm;
   std::vector<std::string> job_args;
   try {

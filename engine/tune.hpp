@@ -23,6 +23,7 @@ struct TuneOptions {
   int base_batch = 0;
   double max_lr_scale = 4;  // the linear rule's factor is capped here (large-batch divergence)
   std::string out = "tuned.ini";
+  bool overwrite = false;  // replace an existing OUT and OUT.profile.json
 };
 
 // The full job file (every key of TrainConfig; empty strings omitted) that

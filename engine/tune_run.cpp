@@ -16,6 +16,8 @@
 #include "core/format.hpp"
 #include "engine/predict.hpp"
 #include "engine/tune.hpp"
+#include "engine/run_folder.hpp"
+#include "engine/exit.hpp"
 #include "engine/tune_profile.hpp"
 #include "io/hdf5_dataset.hpp"
 
@@ -67,15 +69,8 @@ double memory_budget(const TuneOptions& t, int rank, MPI_Comm world) {
 
 // The outputs must be writable before minutes of profiling (rank 0 writes them).
 void check_tune_outputs(const TuneOptions& t) {
-  for (const std::string& path : {t.out, t.out + ".profile.json"}) {
-    const bool existed = std::filesystem::exists(path);
-    if (existed && !std::filesystem::is_regular_file(path))
-      DT_USAGE("dtrain tune: option 'out': '", path, "' exists and is not a file");
-    std::ofstream probe(path, std::ios::app);
-    if (!probe) DT_USAGE("dtrain tune: option 'out': cannot write '", path, "'");
-    probe.close();
-    if (!existed) std::filesystem::remove(path);
-  }
+  for (const std::string& path : {t.out, t.out + ".profile.json"})
+    check_new_output("dtrain tune: ", "out", path, t.overwrite, "choose another --out");
 }
 
 // Links: ping-pong under mpirun (every rank takes part), else the given figures.
@@ -332,8 +327,12 @@ void write_tuned(const TuneOptions& t, const TrainConfig& cfg, const TrainConfig
                  const TuneTables& tables, const std::string& prediction, bool capped) {
   const int g = tables.cluster.rows.back().g;
   const int base = t.base_batch > 0 ? t.base_batch : cfg.minibatch;
+  if (const auto parent = std::filesystem::path(t.out).parent_path(); !parent.empty()) {
+    std::error_code ec;  // checked writable before profiling (check_tune_outputs)
+    std::filesystem::create_directories(parent, ec);
+  }
   std::ofstream f(t.out);
-  if (!f) DT_USAGE("dtrain tune: option 'out': cannot write '", t.out, "'");
+  if (!f) DT_FAIL("dtrain tune: option 'out': cannot write '", t.out, "'");
   f << "# Tuned by dtrain tune for " << t.nodes << " node(s) × " << t.workers_per_node << " worker(s) from "
     << (cfg.job.empty() ? std::string("the command line") : cfg.job) << ".\n# Run: "
     << (g + tuned.ps > 1 ? "mpirun -np " + std::to_string(g + tuned.ps) + " " : std::string())
@@ -375,7 +374,7 @@ int run_tune(const TuneOptions& t, TrainConfig cfg, MPI_Comm world) {
     DT_USAGE("dtrain tune: no minibatch in option 'candidates' fits ", budget / 1e9, " GB per worker (",
              prof.fixed_bytes / 1e6, " MB + ", prof.per_sample_bytes / 1e6,
              " MB per image; option 'device-memory-gb' sets the budget)");
-  if (rank == 0) check_tune_outputs(t);
+  rank0_usage_check(world, [&] { check_tune_outputs(t); });
 
   measure_links(t, cfg, world, size, prof);
   // The cost of a sleeping wait (comm/wait.hpp), on rank 0 while the others sleep.

@@ -81,6 +81,7 @@ TEST_CASE("an unknown option or key names the nearest valid one", "[config]") {
   CHECK_THAT(usage_message({"--train-data", "x.h5", "--mini", "16"}), Catch::Contains("(did you mean --minibatch?)"));
   // Nothing close: no suggestion rather than a wrong one.
   CHECK_THAT(usage_message({"--train-data", "x.h5", "--frobnicate", "1"}), !Catch::Contains("did you mean"));
+  CHECK_THAT(usage_message({"--train-data", "x.h5", "--frob", "1"}), !Catch::Contains("did you mean"));  // not --job
   const std::string job = write_job("typo.ini", "model = lenet5\nmomentun = 0.9\n");
   CHECK_THAT(usage_message({"--job", job, "--train-data", "x.h5"}), Catch::Contains("(did you mean key 'momentum'?)"));
   std::filesystem::remove(job);

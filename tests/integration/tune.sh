@@ -62,7 +62,10 @@ expect_exit 2 'no {"kind":"run"} record' -- "$DTRAIN" report --metrics "$W/norun
 # Bad tune input ends at once with exit 2, before any profiling: a candidate
 # that cannot fit (1,000,000 LeNet images need 117 GB) is never run.
 expect_exit 2 "fits" -- "$DTRAIN" tune "${job[@]}" --candidates 1000000 --out "$W/x.ini"
-expect_exit 2 "option 'out'" -- "$DTRAIN" tune "${job[@]}" --candidates 8 --out "$W/no/such/dir/x.ini"
+touch "$W/afile"
+expect_exit 2 "is not a folder" -- "$DTRAIN" tune "${job[@]}" --candidates 8 --out "$W/afile/x.ini"
+# An existing tuned job is never replaced silently.
+expect_exit 2 "option 'out': '$W/tuned.ini' exists" -- "$DTRAIN" tune "${job[@]}" --candidates 8 --out "$W/tuned.ini"
 expect_exit 2 "option 'knee'" -- "$DTRAIN" tune "${job[@]}" --knee -3
 expect_exit 2 "at most" -- "$DTRAIN" tune "${job[@]}" --nodes 100000 --gpus-per-node 100000
 # The linear lr rule is capped: lr 0.05 for batch 16 → 2 × 2 workers × 16 = ×4 allowed, ×8 not.

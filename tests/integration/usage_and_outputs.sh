@@ -34,6 +34,17 @@ for cmd in "train --job $J ${data[*]} --minibatch 40000" "tune --job $J ${data[*
   grep -q "MPI_ABORT" <<<"$out" && fail "dtrain $cmd: MPI_Abort on a usage error: $out"
   echo "ok: once, exit 2: dtrain ${cmd%% *} ($(grep "dtrain: error:" <<<"$out" | cut -c1-90))"
 done
+# Commands without MPI (report, model, data) under mpirun: rank 0 alone runs them.
+out=$(mpirun -np 4 --oversubscribe --bind-to none "$DTRAIN" report --metrics nope.jsonl 2>&1) && rc=0 || rc=$?
+[ "$rc" = 2 ] || fail "report under mpirun: exit $rc, wanted 2: $out"
+[ "$(grep -c "dtrain: error:" <<<"$out" || true)" = 1 ] || fail "report's error printed more than once: $out"
+out=$(mpirun -np 3 --oversubscribe --bind-to none "$DTRAIN" model --name lenet5 2>&1) || fail "model under mpirun: $out"
+[ "$(grep -c "^model lenet5:" <<<"$out")" = 1 ] || fail "model's table printed more than once: $out"
+echo "ok: report and model under mpirun print once"
+# Bad values caught in validation: non-finite normalisation, no job at all.
+expect_exit 2 "option 'mean': every value must be a finite number" -- "$DTRAIN" train --job "$J" "${data[@]}" --mean nan
+expect_exit 2 "option 'std': every value must be a finite number > 0" -- "$DTRAIN" train --job "$J" "${data[@]}" --std inf
+expect_exit 2 "no job: give a job file" -- "$DTRAIN" train
 [ -e runs ] && fail "a failed start created $(find runs)"
 echo "ok: no run folder after failed starts"
 
@@ -47,6 +58,15 @@ expect_exit 2 "(did you mean --name?)" -- "$DTRAIN" model --nmae lenet5
 expect_exit 2 "(did you mean --nodes?)" -- "$DTRAIN" tune --job "$J" --nodez 2
 expect_exit 2 "(did you mean --minibatch?)" -- "$DTRAIN" tune --job "$J" --minibtach 2
 expect_exit 2 "(did you mean --profile?)" -- "$DTRAIN" report --metrics x.jsonl --proflie p.json
+# Datasets are outputs too: an existing file is never replaced silently.
+"$DTRAIN" data synth --shape 8x8x1 --n 4 --classes 2 --out s.h5 > /dev/null
+sum=$(sha256sum s.h5)
+expect_exit 2 "option 'out': 's.h5' exists" -- "$DTRAIN" data synth --shape 8x8x1 --n 4 --classes 2 --out s.h5 --seed 2
+[ "$(sha256sum s.h5)" = "$sum" ] || fail "a refused conversion changed s.h5"
+"$DTRAIN" data synth --shape 8x8x1 --n 4 --classes 2 --out s.h5 --seed 2 --overwrite true > /dev/null
+touch plainfile
+expect_exit 2 "is not a folder" -- "$DTRAIN" data synth --shape 8x8x1 --n 4 --out plainfile/s.h5
+expect_exit 2 "exists" -- "$DTRAIN" data fashion-mnist --out "$D"
 
 # 3. Run folders: the main job's layout run twice; the first run's metrics stay byte-identical.
 main=(mpirun -np 5 --oversubscribe --bind-to none "$DTRAIN" train --job "$J" "${data[@]}" --mode hybrid --ps 1
