@@ -21,7 +21,7 @@ packages=(
   libdnnl-dev ocl-icd-opencl-dev libopenblas-dev
   nlohmann-json3-dev zlib1g-dev
   dataset-fashion-mnist
-  python3
+  python3 procps  # procps: pgrep/pkill in the tests (only cmake pulls it in otherwise)
   slurm-wlm munge python3-matplotlib
 )
 # The PyTorch peer of bench/ (large): only when asked.
