@@ -71,6 +71,26 @@ not_run() { verdict "fresh-machine check NOT RUN: $*"; exit "${NOT_RUN_EXIT:-3}"
 # stamp T0: prefixes each line with the seconds since T0 (bash's SECONDS).
 stamp() { local line; while IFS= read -r line; do printf '[%5d s] %s\n' $((SECONDS - $1)) "$line"; done; }
 
+# logged T0 LOG FILTER CMD...: runs CMD (stdin /dev/null) with its output
+# stamped into LOG and onto stdout (less the lines matching the regex FILTER,
+# if any); returns CMD's exit code. The pipeline runs in the background with
+# a `wait`, so that a TERM reaches this shell's trap at once (bash runs no
+# trap until a foreground job ends).
+logged() {
+  local t0=$1 log=$2 filter=$3; shift 3
+  rm -f "$log.rc"
+  if [ -n "$filter" ]; then
+    { "$@" </dev/null 2>&1 && echo 0 >"$log.rc" || echo $? >"$log.rc"; } | stamp "$t0" | tee -a "$log" |
+      grep --line-buffered -vE "$filter" &
+  else
+    { "$@" </dev/null 2>&1 && echo 0 >"$log.rc" || echo $? >"$log.rc"; } | stamp "$t0" | tee -a "$log" &
+  fi
+  wait $! || true
+  local rc; rc=$(cat "$log.rc" 2>/dev/null) || rc=255
+  rm -f "$log.rc"
+  return "$rc"
+}
+
 # Output classification, for failures of debootstrap and apt. A download
 # problem is a network or mirror failure; a package problem is a package or
 # dependency that does not resolve, or a package that does not install.
@@ -79,6 +99,12 @@ download_problem() {
 }
 package_problem() {
   grep -qE "Unable to locate package|has no installation candidate|unmet dependencies|Unable to correct problems|held broken packages|Couldn't find any package|Unable to satisfy dependencies|Couldn't find these debs|dpkg: error processing|/usr/bin/dpkg returned an error code|Failure trying to run" "$1"
+}
+
+# errors_in LOG: its last distinct download error lines, on one line.
+errors_in() {
+  grep -hE 'Failed|Could not|Couldn.t|Temporary failure|Unable to' "$1" | sed -E 's/^\[ *[0-9]+ s\] //' |
+    awk '!seen[$0]++' | tail -n 2 | tr '\n' ' '
 }
 
 # mounts_under DIR: mount points at or below DIR in this mount namespace, deepest first.
@@ -132,7 +158,7 @@ inner() {
 
 inner_cleanup() {
   local rc=$? m
-  trap - EXIT INT TERM HUP
+  trap - EXIT; trap '' INT TERM HUP  # a cleanup must not be cut short
   local p left=""
   for p in $(procs_in_root "$root"); do left+=" $(cat "/proc/$p/comm" 2>/dev/null)($p)"; done
   [ -z "$left" ] || say "still running in the root at the end, now stopped:$left"
@@ -164,18 +190,17 @@ with_tries() {
   for ((try = 1; try <= TRIES; try++)); do
     t0=$SECONDS
     echo "=== $name, try $try/$TRIES ($(date -u +%H:%M:%SZ))" | tee -a "$log"
-    set +e; "$@" </dev/null 2>&1 | stamp "$t0" | tee -a "$log" | grep -vE '^\[ *[0-9]+ s\] I: (Retrieving|Validating|Extracting|Unpacking|Configuring|Checking component) '
-    rc=${PIPESTATUS[0]}; set -e
+    rc=0
+    logged "$t0" "$log" '^\[ *[0-9]+ s\] I: (Retrieving|Validating|Extracting|Unpacking|Configuring|Checking component) ' "$@" || rc=$?
     took=$((SECONDS - t0))
     [ "$rc" = 0 ] && return 0
     if package_problem "$log" || ! download_problem "$log"; then
-      tail -n 30 "$log"
-      failed "$name exited $rc, and not for want of a download (a package or dependency problem, or worse; see $log above)"
+      failed "$name exited $rc, and not for want of a download: a package or dependency problem, or worse (output above; log kept in $CACHE/last-run/${log##*/})"
     fi
     if [ "$try" -lt "$TRIES" ]; then say "$name: download failed (exit $rc); retrying in $wait s"; sleep "$wait"; wait=$((wait * 3)); fi
     [ -z "${on_retry:-}" ] || "$on_retry"
   done
-  not_run "$name could not download packages after $TRIES tries (mirror $MIRROR unreachable?): $(grep -hE 'Failed|Could not|Couldn.t|Temporary failure' "$log" | tail -n 2 | tr '\n' ' ')"
+  not_run "$name could not download packages after $TRIES tries (mirror $MIRROR unreachable?): $(errors_in "$log")"
 }
 
 # A fresh, empty root folder (between debootstrap tries: nothing is mounted then).
@@ -276,12 +301,10 @@ apt_download() {
 run_readme() {
   local name=$1 dir=$2 cmd=$3 limit=$4 log=$logs/$1.log rc t0=$SECONDS
   echo "=== $cmd (in the root's $dir, limit $limit s, $(date -u +%H:%M:%SZ), load $(cut -d' ' -f1-3 /proc/loadavg))" | tee -a "$log"
-  set +e
-  timeout --kill-after=30 "$limit" chroot "$root" /usr/bin/env -i PATH="$ROOT_PATH" HOME=/root \
-    TERM="${TERM:-dumb}" LANG=C.UTF-8 USER=root LOGNAME=root SHELL=/bin/bash \
-    /bin/bash -c "cd $dir && $cmd" </dev/null 2>&1 | stamp "$t0" | tee -a "$log"
-  rc=${PIPESTATUS[0]}
-  set -e
+  rc=0
+  logged "$t0" "$log" "" timeout --kill-after=30 "$limit" chroot "$root" /usr/bin/env -i PATH="$ROOT_PATH" \
+    HOME=/root TERM="${TERM:-dumb}" LANG=C.UTF-8 USER=root LOGNAME=root SHELL=/bin/bash \
+    /bin/bash -c "cd $dir && $cmd" || rc=$?
   local took=$((SECONDS - t0))
   echo "t_$name=$took" >>"$res"; echo "rc_$name=$rc" >>"$res"
   if [ "$rc" = 0 ]; then say "$name.sh passed in $took s"
@@ -305,7 +328,7 @@ classify_readme() {
   [ "$2" != 0 ] || return 0
   if download_problem "$log" && ! package_problem "$log" && grep -q "setup-deps: installing" "$log" &&
      ! grep -q "setup-deps: done" "$log"; then
-    not_run "scripts/$1.sh: apt could not download: $(grep -hE 'Failed|Could not|Temporary failure' "$log" | tail -n 2 | tr '\n' ' ')"
+    not_run "scripts/$1.sh: apt could not download: $(errors_in "$log")"
   fi
 }
 
@@ -354,7 +377,7 @@ find_mirror() {
 
 outer_cleanup() {
   local rc=$? p
-  trap - EXIT INT TERM HUP
+  trap - EXIT; trap '' INT TERM HUP  # a cleanup must not be cut short
   if [ -n "${inner_pid:-}" ] && kill -0 "$inner_pid" 2>/dev/null; then
     # The inner phase's PID 1 cleans up on TERM; unshare (--kill-child) follows.
     pkill -TERM -P "$inner_pid" 2>/dev/null || true
@@ -384,7 +407,7 @@ remove_stale_work() {
 
 summary() {
   local r=$work/result
-  v() { sed -nE "s/^$1=(.*)/\1/p" "$r" 2>/dev/null | tail -n1; }
+  v() { local x; x=$(sed -nE "s/^$1=(.*)/\1/p" "$r" 2>/dev/null | tail -n1); echo "${x:--}"; }
   echo "================ fresh-machine check summary ================"
   echo "commit:        $HEAD_SHA ($SUITE minbase root, mirror $MIRROR)"
   echo "machine:       $(nproc) cores, load at end $(cut -d' ' -f1-3 /proc/loadavg) (timings are noisy when the machine is shared)"
