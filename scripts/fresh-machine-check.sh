@@ -137,7 +137,7 @@ inner() {
   local work=$1
   root=$work/root logs=$work/logs res=$work/result
   trap inner_cleanup EXIT
-  trap 'exit 130' INT TERM HUP
+  trap 'say "root phase interrupted by a signal"; exit 130' INT TERM HUP
   mount --make-rprivate /
   debootstrap_root
   configure_apt
@@ -450,7 +450,7 @@ outer() {
   echo "$CACHE" >"$work/cache-path"
   mkdir -p "$work/logs"; : >"$work/result"
   trap outer_cleanup EXIT
-  trap 'exit 130' INT TERM HUP
+  trap 'echo "fresh-machine check FAILED: interrupted by a signal (the root is being cleaned up)"; exit 130' INT TERM HUP
 
   if ! command -v debootstrap >/dev/null; then
     say "installing debootstrap on this machine (a tool of the check, not of the project)"
