@@ -461,8 +461,11 @@ outer() {
   fi
 
   local rc=0
-  # (9>&-: the cache lock stays with this process, not with anything in the root)
-  unshare --mount --pid --ipc --fork --propagation private --kill-child "$SELF" --inner "$work" 9>&- &
+  # setpriv --pdeathsig: unshare (and with --kill-child the namespaces' PID 1,
+  # and so everything in them) gets a KILL if this process dies, even by a KILL.
+  # 9>&-: the cache lock stays with this process, not with anything in the root.
+  setpriv --pdeathsig KILL unshare --mount --pid --ipc --fork --propagation private --kill-child \
+    "$SELF" --inner "$work" 9>&- &
   inner_pid=$!
   wait "$inner_pid" || rc=$?
   inner_pid=""
