@@ -311,10 +311,13 @@ run_readme() {
   elif [ "$rc" = 124 ] || [ "$rc" = 137 ]; then say "$name.sh TIMED OUT after $took s (limit $limit s)"
   else say "$name.sh FAILED (exit $rc) after $took s"; fi
   # Where the time went, from the line stamps.
-  local t_deps t_build
+  local t_deps t_build rest=ctest
   t_deps=$(sed -nE 's/^\[ *([0-9]+) s\] setup-deps: done.*/\1/p' "$log" | tail -n1)
   t_build=$(sed -nE 's/^\[ *([0-9]+) s\] \[ *[0-9]+%\] .*/\1/p' "$log" | tail -n1)
-  echo "split_$name=setup-deps until ${t_deps:-0} s, build until ${t_build:-?} s, end at $took s" >>"$res"
+  t_deps=${t_deps:-0}; t_build=${t_build:-$t_deps}
+  [ "$name" != run-main ] || rest="data + training"
+  echo "t_install_$name=$t_deps" >>"$res"
+  echo "split_$name=setup-deps $t_deps s + build $((t_build - t_deps)) s + $rest $((took - t_build)) s" >>"$res"
   if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then  # what the timeout left behind
     kill -TERM -1 2>/dev/null || true; sleep 2; kill -KILL -1 2>/dev/null || true
   fi
@@ -343,7 +346,7 @@ ctest_report() {
   sed -nE 's/^\[ *[0-9]+ s\][[:space:]]+[0-9]+ - (.*\((Skipped|Not Run|Disabled|Failed|Timeout|SEGFAULT|Subprocess aborted|Exception)\))/\1/p' "$log" |
     sort -u | sed 's/^/ctest_not_passed=/' >>"$res"
   if [ -f "$last" ]; then
-    grep -E '^(skip|SKIP)|[1-9][0-9]* skipped|SKIPPED' "$last" | sort -u | head -n 20 | sed 's/^/test_skip_line=/' >>"$res" || true
+    grep -E '^[[:space:]]*(skip|SKIP)[a-zA-Z]*[: ]|[1-9][0-9]* skipped|SKIPPED' "$last" | sort -u | head -n 20 | sed 's/^/test_skip_line=/' >>"$res" || true
   fi
 }
 
@@ -412,7 +415,7 @@ summary() {
   echo "commit:        $HEAD_SHA ($SUITE minbase root, mirror $MIRROR)"
   echo "machine:       $(nproc) cores, load at end $(cut -d' ' -f1-3 /proc/loadavg) (timings are noisy when the machine is shared)"
   echo "debootstrap:   $(v t_debootstrap) s"
-  echo "apt download:  $(v t_apt) s (apt-get update + setup-deps.sh --download-only)"
+  echo "apt:           download $(v t_apt) s (apt-get update + setup-deps.sh --download-only), install $(v t_install_run-main) s (setup-deps.sh in run-main.sh)"
   echo "run-main.sh:   $(v t_run-main) s, exit $(v rc_run-main) ($(v split_run-main))"
   echo "run-tests.sh:  $(v t_run-tests) s, exit $(v rc_run-tests) ($(v split_run-tests))"
   echo "ctest:         $(v ctest_summary); $(v ctest_time)"
