@@ -14,13 +14,18 @@
 # $DTRAIN_FRESH_TRIES tries with back-off). A package that does not exist or a
 # dependency that does not resolve is a FAILURE, never a NOT RUN.
 #
+# The root: debootstrap's minbase variant (the least a Debian 12 has; what
+# container images have), from the first `deb` source for bookworm in this
+# machine's apt sources (a dated snapshot here; never written in the repo),
+# with this machine's apt settings copied in, so it sees the same snapshot.
+#
 # Isolation. The whole root phase runs in its own mount, PID and IPC namespaces
 # (unshare), the network is the host's (never touched). So every mount the check
-# makes (proc, read-only sysfs, a private tmpfs /dev holding bind mounts of the
-# few device nodes, a new devpts, a tmpfs /dev/shm for MPI, the package cache)
-# exists only inside that namespace and vanishes with it, even when this script
-# is killed; the host's /dev is never mounted into the root, so no `rm -rf` can
-# reach it. Every process left in the root dies with the PID namespace. The
+# makes (proc, read-only sysfs with this machine's cgroups read-only on it, a
+# private tmpfs /dev holding bind mounts of the few device nodes, a new devpts,
+# a tmpfs /dev/shm for MPI, the package cache) exists only inside that
+# namespace and vanishes with it, even when this script is killed; the host's
+# /dev is never mounted into the root, so no `rm -rf` can reach it. Every process left in the root dies with the PID namespace. The
 # inner EXIT trap still kills and unmounts everything and checks with findmnt;
 # the outer one removes the root only when findmnt shows nothing mounted
 # beneath it and no process has its root there; otherwise it leaves the root
@@ -32,8 +37,10 @@
 #
 # Both commands run in the same clone, one after the other, as the README has
 # a user do: command 2 then reuses command 1's build/. Running command 2 alone
-# in a fresh checkout is what the normal suite of .ci/run does; a second clone
-# here (DTRAIN_FRESH_SEPARATE_CLONES=1) would cost one more full build.
+# in a checkout is what the normal suite of .ci/run does; a second clone here
+# (DTRAIN_FRESH_SEPARATE_CLONES=1) costs one more full build (3-6 min).
+# Timings are noisy on a shared machine: each step's wall time is printed, and
+# each output line carries the seconds since its step began.
 #
 # Environment:
 #   DTRAIN_FRESH_CACHE   package cache kept between runs (default
@@ -44,8 +51,8 @@
 #                        /var/tmp; never inside the repository)
 #   DTRAIN_FRESH_TRIES   download tries, with back-off (default 3)
 #   DTRAIN_FRESH_MAIN_TIMEOUT / DTRAIN_FRESH_TESTS_TIMEOUT  seconds for
-#                        command 1 / 2 (defaults 1200 / 1200; each took under
-#                        8 min here on 2 cores)
+#                        command 1 / 2 (defaults 1200 / 1200; here, on 2
+#                        cores, command 1 took 4-12 min, command 2 1.5-2.5)
 #   DTRAIN_FRESH_SEPARATE_CLONES=1  run command 2 in a clone of its own
 # Tools of the check, not of the project (so not in scripts/setup-deps.sh):
 # debootstrap (installed here with apt-get when missing), git, util-linux.
