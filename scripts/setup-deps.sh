@@ -1,7 +1,16 @@
 #!/usr/bin/env bash
 # scripts/setup-deps.sh — installs every Debian 12 package dtrain needs.
 # Idempotent and quiet when everything is already there. Needs root (or sudo).
+# --download-only: fetch the missing packages into apt's cache and install
+# nothing (scripts/fresh-machine-check.sh uses it to tell a mirror that cannot
+# be reached from a package list that does not resolve).
 set -euo pipefail
+apt_args=()
+case "${1:-}" in
+  "") ;;
+  --download-only) apt_args+=(--download-only) ;;
+  *) echo "usage: $0 [--download-only]" >&2; exit 2 ;;
+esac
 
 packages=(
   build-essential cmake pkg-config
@@ -12,7 +21,7 @@ packages=(
   libdnnl-dev ocl-icd-opencl-dev libopenblas-dev
   nlohmann-json3-dev zlib1g-dev
   dataset-fashion-mnist
-  python3
+  python3 procps  # procps: pgrep/pkill in the tests (only cmake pulls it in otherwise)
   slurm-wlm munge python3-matplotlib
 )
 # The PyTorch peer of bench/ (large): only when asked.
@@ -29,5 +38,5 @@ SUDO=""
 echo "setup-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-echo "setup-deps: done"
+$SUDO apt-get install -y -qq --no-install-recommends "${apt_args[@]}" "${missing[@]}" >/dev/null
+echo "setup-deps: done${apt_args[0]:+ (${apt_args[0]}: nothing installed)}"
