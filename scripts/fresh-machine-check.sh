@@ -427,7 +427,7 @@ summary() {
   echo "run-main.sh:   $(v t_run-main) s, exit $(v rc_run-main) ($(v split_run-main))"
   echo "run-tests.sh:  $(v t_run-tests) s, exit $(v rc_run-tests) ($(v split_run-tests))"
   echo "ctest:         $(v ctest_summary); $(v ctest_time)"
-  sed -nE 's/^ctest_not_passed=(.*)/ctest did not pass: \1/p; s/^test_skip_line=(.*)/a test skipped part of itself inside the root: \1/p' "$r" 2>/dev/null || true
+  sed -nE 's/^ctest_not_passed=(.*)/ctest did not run (skipped or not passed): \1/p; s/^test_skip_line=(.*)/a test skipped part of itself inside the root: \1/p' "$r" 2>/dev/null || true
   echo "total:         $((SECONDS - T_START)) s"
   echo "logs:          $CACHE/last-run/"
   echo "============================================================="
