@@ -18,7 +18,9 @@
 #
 # Facts verified on Debian 12 containers without systemd (see issue 6): munged
 # is started by hand on its own socket and Slurm finds it through
-# AuthInfo=socket=…; proctrack/linuxproc and task/none (no cgroups);
+# AuthInfo=socket=…; proctrack/linuxproc and task/none (no cgroup plugins —
+# but slurmd 22.05 still stops at start-up unless /sys/fs/cgroup is mounted,
+# even read-only, as scripts/fresh-machine-check.sh found in a chroot);
 # select/cons_tres; MpiDefault=pmix (pmi2 does not work with Debian's OpenMPI);
 # the node is NodeName=localhost NodeAddr=127.0.0.1 with the machine's CPUs,
 # sockets and cores, and slurmd runs with -N localhost; MailProg=/bin/true.
@@ -86,7 +88,7 @@ start() {
     --seed-file="$d/munge/munged.seed" </dev/null >>"$d/log/munged.out" 2>&1 &
   echo "munged $!" >>"$d/pids"
   wait_for 10 munged test -S "$sock" ||
-    die "munged did not create $sock; log: $(tail -5 "$d/log/munged.log" "$d/log/munged.out" 2>&1)"
+    die "munged did not create $sock; log: $(tail -n 5 "$d/log/munged.log" "$d/log/munged.out" 2>&1)"
   munge --socket="$sock" -n </dev/null | unmunge --socket="$sock" >/dev/null ||
     die "munge round trip failed on $sock"
 
@@ -149,12 +151,12 @@ EOF
   setsid slurmctld -D -c -f "$SLURM_CONF" </dev/null >>"$d/log/slurmctld.out" 2>&1 &
   echo "slurmctld $!" >>"$d/pids"
   wait_for 20 slurmctld scontrol ping ||
-    die "slurmctld does not answer; log: $(tail -20 "$d/log/slurmctld.log" "$d/log/slurmctld.out" 2>&1)"
+    die "slurmctld does not answer; log: $(tail -n 20 "$d/log/slurmctld.log" "$d/log/slurmctld.out" 2>&1)"
   setsid slurmd -D -N localhost -f "$SLURM_CONF" </dev/null >>"$d/log/slurmd.out" 2>&1 &
   echo "slurmd $!" >>"$d/pids"
   node_idle() { sinfo -h -N -n localhost -o %t | grep -qE '^(idle|mix|alloc)'; }
   wait_for 30 slurmd node_idle ||
-    die "node localhost not idle: $(sinfo -N 2>&1); log: $(tail -20 "$d/log/slurmd.log" "$d/log/slurmd.out" 2>&1)"
+    die "node localhost not idle: $(sinfo -N 2>&1); log: $(tail -n 20 "$d/log/slurmd.log" "$d/log/slurmd.out" 2>&1)"
   log "up in $d (partition $part, $cpus CPUs = $sockets socket(s) × $cores core(s) × $threads thread(s))"
   echo "export SLURM_CONF=$d/slurm.conf DTRAIN_SLURM_STATE=$d"
 }
