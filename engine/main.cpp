@@ -39,8 +39,9 @@ int run(const std::string& cmd, const std::vector<std::string>& args) {
   DT_USAGE("unknown command '", cmd, "'\n", usage());
 }
 
-// A command without MPI, in this process alone: its exit code, errors printed.
-int run_serial(const std::string& cmd, const std::vector<std::string>& args) {
+// Runs the command; a failure becomes its message and exit code through the
+// exit protocol (engine/exit.hpp: under MPI once exit_init ran, else printed).
+int run_guarded(const std::string& cmd, const std::vector<std::string>& args) {
   if (cmd.empty()) {
     std::fputs(dtrain::engine::usage().c_str(), stderr);
     return dtrain::kExitUsage;
@@ -76,22 +77,15 @@ int main(int argc, char** argv) {
   }
   if (serial_under_mpi) {
     int code = dtrain::kExitOk;
-    if (rank == 0) code = run_serial(cmd, args);
+    if (rank == 0) code = run_guarded(cmd, args);
     MPI_Bcast(&code, 1, MPI_INT, 0, MPI_COMM_WORLD);
     MPI_Finalize();
     return code;
   }
-  if (!mpi) return run_serial(cmd, args);
+  if (!mpi) return run_guarded(cmd, args);
   if (world > 1) dtrain::set_error_rank(rank);
   dtrain::engine::exit_init(MPI_COMM_WORLD);
-  int code = dtrain::kExitOk;
-  try {
-    code = run(cmd, args);
-  } catch (...) {
-    code = dtrain::engine::exit_on_error(std::current_exception());
-  }
-  std::fflush(stdout);
-  std::fflush(stderr);
+  const int code = run_guarded(cmd, args);
   dtrain::engine::exit_finalize();
   return code;
 }
