@@ -37,6 +37,9 @@ namespace dtrain {
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;  // a runtime failure (I/O, numerics, MPI)
 inline constexpr int kExitUsage = 2;    // bad job file / option / input file layout
+// Checkpointed on a signal (SIGUSR1/SIGTERM) or a time limit: the job is not
+// done, requeue it and resume (EX_TEMPFAIL of sysexits.h; docs/reliability.md).
+inline constexpr int kExitRequeue = 75;
 
 class Error : public std::runtime_error {
  public:

@@ -10,6 +10,13 @@
 //   DTRAIN_FAIL_AT_STEP   test only: the trainer throws at this step (with
 //   DTRAIN_FAIL_RANK      DTRAIN_FAIL_RANK, only on that rank (a worker, or a
 //                         server in its update); default every worker)
+//   DTRAIN_FAIL_MODE      test only: how that rank fails: throw (default), kill
+//                         (raise SIGKILL on itself), stop (raise SIGSTOP)
+//   DTRAIN_CKPT_KILL_AT   test only: the checkpoint writer raises SIGKILL on
+//                         itself at its N-th kill point (io/checkpoint.hpp)
+//   DTRAIN_NONFINITE_AT_STEP test only: the worker of DTRAIN_NONFINITE_RANK
+//   DTRAIN_NONFINITE_RANK (world rank, default 0) writes +Inf into its
+//                         gradient at this step
 //   SLURM_NTASKS          checked against the MPI world size (comm/) when srun
 //                         started the ranks (not under mpirun, see below)
 //   OMPI_COMM_WORLD_SIZE  set by OpenMPI's mpirun for the processes it starts:
@@ -32,6 +39,10 @@ inline std::string fashion_dir() {
 inline std::string data_dir() { return get_or("DTRAIN_DATA_DIR", "data"); }
 inline std::optional<long> fail_at_step() { return get_long("DTRAIN_FAIL_AT_STEP"); }
 inline std::optional<long> fail_rank() { return get_long("DTRAIN_FAIL_RANK"); }
+inline std::string fail_mode() { return get_or("DTRAIN_FAIL_MODE", "throw"); }
+inline std::optional<long> ckpt_kill_at() { return get_long("DTRAIN_CKPT_KILL_AT"); }
+inline std::optional<long> nonfinite_at_step() { return get_long("DTRAIN_NONFINITE_AT_STEP"); }
+inline std::optional<long> nonfinite_rank() { return get_long("DTRAIN_NONFINITE_RANK"); }
 inline std::optional<long> slurm_ntasks() { return get_long("SLURM_NTASKS"); }
 inline bool started_by_mpirun() { return get("OMPI_COMM_WORLD_SIZE").has_value(); }
 inline std::optional<long> slurm_cpus_per_task() { return get_long("SLURM_CPUS_PER_TASK"); }

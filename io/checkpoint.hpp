@@ -1,0 +1,97 @@
+// io/checkpoint.hpp — checkpoint files: one HDF5 file per checkpoint, written
+// atomically, verified on load (DESIGN.md §5 "Checkpoints").
+//
+// Folder layout (D = --checkpoint-dir):
+//   D/ckpt-<step, 10 digits>.h5   one checkpoint, taken after <step> steps
+//   D/latest                      text: the file name of the newest complete one
+//   D/.tmp-*                      temporaries of an interrupted write (removed
+//                                 by remove_stray_temporaries at the next start)
+//
+// Write protocol (CheckpointStore::write), each step a kill point:
+//   1. D/.tmp-ckpt-<step>.h5.<pid> created; every array written as a dataset
+//      with attribute "crc32" (zlib crc32 of its bytes); root attributes hold
+//      the ints/reals/strings and "complete" = 1, written last
+//   2. the file closed, fsync(file)
+//   3. rename to D/ckpt-<step>.h5, fsync(D)
+//   4. D/.tmp-latest.<pid> written with the name, fsync, renamed to D/latest,
+//      fsync(D)
+//   5. checkpoints beyond the newest keep_last removed (oldest first)
+// A reader therefore sees either the previous checkpoint or the new one, never
+// half of one: a name ckpt-*.h5 only ever appears for a fsynced, complete file.
+//
+// File layout: root attributes "format" = "dtrain-checkpoint", "version" = 1,
+// one attribute per CheckpointState int (int64), real (double) and string;
+// datasets /arrays/<name> float32 with the shape given and attribute crc32
+// (uint32 of the row-major bytes).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace dtrain::io {
+
+struct FloatArray {
+  std::vector<int64_t> shape;  // row-major; product = data.size()
+  std::vector<float> data;
+};
+
+// Everything one checkpoint holds. The engine decides the keys (engine/checkpoint.cpp).
+struct CheckpointState {
+  std::map<std::string, int64_t> ints;
+  std::map<std::string, double> reals;
+  std::map<std::string, std::string> strings;
+  std::map<std::string, FloatArray> arrays;
+};
+
+// The name of the checkpoint file of `step` ("ckpt-0000000120.h5").
+std::string checkpoint_file_name(int64_t step);
+
+// Reads and verifies one checkpoint file. Throws dtrain::UsageError naming the
+// file (and the array or attribute) when it cannot be opened (missing,
+// truncated, not HDF5), is not a dtrain checkpoint, is incomplete, or an
+// array's crc32 does not match its bytes.
+CheckpointState read_checkpoint(const std::string& path);
+
+// One checkpoint folder.
+class CheckpointStore {
+ public:
+  // keep_last ≥ 1: the number of complete checkpoints kept.
+  CheckpointStore(std::string dir, int keep_last);
+
+  const std::string& dir() const { return dir_; }
+
+  // Before any work (DESIGN.md §5, exit 2): creates the folder if needed and
+  // proves it writable by writing, fsyncing and removing a probe file, and
+  // checks that the filesystem has at least `need_bytes` free (statvfs).
+  // Throws UsageError naming the folder (option 'checkpoint-dir').
+  void check_writable(uint64_t need_bytes) const;
+
+  // Removes D/.tmp-* left by an interrupted write; returns how many.
+  int remove_stray_temporaries() const;
+
+  // Writes `s` as the checkpoint of `step` with the protocol above; returns the
+  // final path. Throws dtrain::Error naming the file on any I/O failure (the
+  // temporary is removed; the previous checkpoint stays the latest).
+  std::string write(int64_t step, const CheckpointState& s) const;
+
+  // The checkpoint files present, ascending by step (names only checked, not
+  // contents).
+  std::vector<std::string> list() const;
+
+  // The newest checkpoint that reads and verifies: first the one `latest`
+  // names, else the files of list() from the newest down. Every file skipped
+  // is reported in `skipped` (path and why). Returns "" when there is none.
+  std::string find_latest_valid(std::vector<std::string>* skipped = nullptr) const;
+
+ private:
+  std::string dir_;
+  int keep_last_;
+};
+
+// The number of HDF5 objects (files, groups, datasets, attributes, types)
+// this process holds open: constant across a healthy run (no leak).
+int64_t open_hdf5_objects();
+
+}  // namespace dtrain::io
