@@ -55,5 +55,11 @@ inline constexpr int kTagControl = 0;
 inline int tag_grad(size_t slice, int64_t step) { return 1 + static_cast<int>(slice * 4 + (step & 1) * 2); }
 inline int tag_param(size_t slice, int64_t step) { return 2 + static_cast<int>(slice * 4 + (step & 1) * 2); }
 inline size_t max_tag_for(size_t num_slices) { return num_slices * 4 + 2; }
+// Above every slice tag: a server's per-step status to a sender (its order is
+// kept by MPI's non-overtaking rule: one per step, each awaited), and the
+// slices a server sends to world rank 0 for a checkpoint (params, momentum).
+enum class ExtraTag { status = 1, ckpt_params = 2, ckpt_momentum = 3 };
+inline int tag_extra(size_t num_slices, ExtraTag t) { return static_cast<int>(max_tag_for(num_slices)) + static_cast<int>(t); }
+inline size_t max_extra_tag_for(size_t num_slices) { return max_tag_for(num_slices) + 3; }
 
 }  // namespace dtrain::comm::detail

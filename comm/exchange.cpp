@@ -70,9 +70,10 @@ Exchange::Impl::Impl(const Topology& t, const ExchangeOptions& o, size_t arena_f
   int* tag_ub = nullptr;
   int flag = 0;
   DT_CHECK_MPI(MPI_Comm_get_attr(ps_comm, MPI_TAG_UB, &tag_ub, &flag));
-  DT_CHECK(!flag || detail::max_tag_for(map.slices().size()) <= static_cast<size_t>(*tag_ub),
+  DT_CHECK(!flag || detail::max_extra_tag_for(map.slices().size()) <= static_cast<size_t>(*tag_ub),
            "the shard map has ", map.slices().size(), " slices, more than MPI's tag bound ", *tag_ub,
            " allows: raise max_slice");
+  DT_CHECK_MPI(MPI_Comm_split(t.world(), t.is_server() ? 1 : MPI_UNDEFINED, t.rank(), &server_comm));
   if (t.is_worker()) {
     DT_CHECK_MPI(MPI_Comm_dup(t.workers(), &workers_comm));
     DT_CHECK_MPI(MPI_Comm_dup(t.node_comm(), &node_comm));
@@ -88,7 +89,7 @@ Exchange::Impl::~Impl() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;
-  for (MPI_Comm* c : {&ps_comm, &node_comm, &workers_comm})
+  for (MPI_Comm* c : {&ps_comm, &node_comm, &workers_comm, &server_comm})
     if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
 }
 
@@ -205,19 +206,68 @@ void Exchange::begin_step(int64_t step, float* params, float* grads) {
 
 void Exchange::grads_ready(size_t begin, size_t end) { impl_->channel.ready(begin, end); }
 
-StepTimes Exchange::finish_step(float* params, float* grads) { return impl_->channel.finish(params, grads); }
+StepTimes Exchange::finish_step(float* params, float* grads) {
+  StepTimes t = impl_->channel.finish(params, grads);
+  if (impl_->opts.mode != Mode::allreduce) {  // the servers' status, written by the thread before done
+    t.skipped = impl_->status.skipped;
+    t.peer_signalled = impl_->status.peer_signalled;
+    t.grad_norm = impl_->status.grad_norm;
+  }
+  return t;
+}
 
 void Exchange::stop() {
   Impl& m = *impl_;
   if (!m.channel.stop() || !detail::is_sender(m.topo, m.opts.mode)) return;
-  const int64_t bye = -1;
+  const int64_t bye = detail::kCtrlStop;
   for (int s = 0; s < m.topo.num_servers(); ++s)
     DT_CHECK_MPI(MPI_Send(&bye, 1, MPI_INT64_T, m.topo.server_rank(s), detail::kTagControl, m.ps_comm));
 }
 
-void Exchange::serve(float* params, const UpdateRule& rule) {
+// The servers' slices travel to world rank 0 with two tags (params, state),
+// every slice chunked; rank 0 posts all receives at once.
+void Exchange::request_checkpoint(bool and_stop, float* params_out, float* state_out) {
   Impl& m = *impl_;
-  detail::serve_ps(m.topo, m.opts.mode, m.map, m.ps_comm, m.chunk, params, rule);
+  DT_CHECK(m.topo.is_worker(), "request_checkpoint on a parameter server (rank ", m.topo.rank(), ")");
+  if (m.opts.mode == Mode::allreduce) return;
+  DT_CHECK(!m.channel.in_step(), "request_checkpoint inside a step");
+  if (and_stop) DT_CHECK(m.channel.stop(), "request_checkpoint(and_stop) after stop()");
+  if (detail::is_sender(m.topo, m.opts.mode)) {
+    const int64_t c = and_stop ? detail::kCtrlCheckpointStop : detail::kCtrlCheckpoint;
+    for (int s = 0; s < m.topo.num_servers(); ++s)
+      DT_CHECK_MPI(MPI_Send(&c, 1, MPI_INT64_T, m.topo.server_rank(s), detail::kTagControl, m.ps_comm));
+  }
+  if (m.topo.rank() != 0) return;
+  const size_t ns = m.map.slices().size();
+  std::vector<MPI_Request> reqs;
+  for (const Slice& sl : m.map.slices()) {
+    const int peer = m.topo.server_rank(sl.server);
+    detail::irecv_chunked(params_out + sl.begin, sl.count, peer, detail::tag_extra(ns, detail::ExtraTag::ckpt_params),
+                          m.ps_comm, m.chunk, reqs);
+    detail::irecv_chunked(state_out + sl.begin, sl.count, peer, detail::tag_extra(ns, detail::ExtraTag::ckpt_momentum),
+                          m.ps_comm, m.chunk, reqs);
+  }
+  detail::wait_all(reqs);
+}
+
+void Exchange::send_server_state(const float* params, const float* state) {
+  Impl& m = *impl_;
+  DT_CHECK(m.topo.is_server(), "send_server_state on a worker (rank ", m.topo.rank(), ")");
+  const size_t ns = m.map.slices().size();
+  std::vector<MPI_Request> reqs;
+  for (const Slice& sl : m.map.slices()) {
+    if (sl.server != m.topo.server_index()) continue;
+    detail::isend_chunked(params + sl.begin, sl.count, 0, detail::tag_extra(ns, detail::ExtraTag::ckpt_params),
+                          m.ps_comm, m.chunk, reqs);
+    detail::isend_chunked(state + sl.begin, sl.count, 0, detail::tag_extra(ns, detail::ExtraTag::ckpt_momentum),
+                          m.ps_comm, m.chunk, reqs);
+  }
+  detail::wait_all(reqs);
+}
+
+ServeEnd Exchange::serve(float* params, const ServeHooks& hooks) {
+  Impl& m = *impl_;
+  return detail::serve_ps(m.topo, m.opts.mode, m.map, m.ps_comm, m.server_comm, m.chunk, params, hooks);
 }
 
 void Exchange::average_over_workers(float* x, size_t count) {

@@ -82,9 +82,36 @@ struct ExchangeOptions {
 // from 0. The rule owns its optimizer state (momentum).
 using UpdateRule = std::function<void(float* params, const float* grads, size_t begin, size_t end, int64_t step)>;
 
+// What the servers do with a step's summed gradient (ps/hybrid). The check is
+// joint: after every slice of the step is summed, the servers exchange
+// (non-finite?, Σ g² of their slices) and all take the same decision before
+// any of them updates — every server skips the step, or none does. The cost:
+// a server returns its slices after the whole step's gradients arrived, not
+// slice by slice (docs/reliability.md).
+struct ServeHooks {
+  UpdateRule rule;
+  // > 0: the summed gradient is scaled by min(1, clip_norm / ‖g‖₂) before the
+  // update (global-norm clipping, Pascanu et al. 2013); ‖g‖ over all servers.
+  double clip_norm = 0;
+  // Polled once per step: true when this server was asked to stop (a signal).
+  // Reported to the senders in the step's status (StepTimes::peer_signalled).
+  std::function<bool()> signalled;
+};
+
+// Why serve() returned.
+enum class ServeEnd {
+  stopped,              // every sender called stop()
+  checkpoint,           // every sender called request_checkpoint(false): send_server_state, then serve again
+  checkpoint_and_stop,  // request_checkpoint(true): send_server_state, then the job ends (requeue)
+};
+
 struct StepTimes {
   double exposed_s = 0;  // time finish_step blocked: communication not hidden
   double busy_s = 0;     // from the step's first grads_ready to the end of finish_step (≥ exposed_s)
+  // ps/hybrid, on the senders (every ps worker, the hybrid node leaders); false elsewhere:
+  bool skipped = false;         // the servers found a non-finite summed gradient and skipped the update
+  bool peer_signalled = false;  // a server reported a stop request (ServeHooks::signalled)
+  double grad_norm = -1;        // ‖summed gradient‖₂ the servers measured (−1: not known here)
 };
 
 class Exchange {
@@ -118,9 +145,22 @@ class Exchange {
   // Tells the servers that this sender will send no more steps.
   void stop();
 
+  // Checkpoint of the servers' state (ps/hybrid), between steps, called by
+  // every worker: the senders ask every server for its slices (and_stop: the
+  // servers then leave serve() for good; nobody calls stop()); world rank 0
+  // receives each server's slices of the parameters and of the optimizer
+  // state into params_out and state_out (host, the whole arena; ignored
+  // elsewhere). A no-op in allreduce mode.
+  void request_checkpoint(bool and_stop, float* params_out, float* state_out);
+  // Server side of request_checkpoint, after serve() returned checkpoint or
+  // checkpoint_and_stop: sends its slices of params and state to world rank 0.
+  void send_server_state(const float* params, const float* state);
+
   // Server side: runs the step loop on the server's slices until every sender
-  // has stopped. params: the whole arena (after broadcast_params).
-  void serve(float* params, const UpdateRule& rule);
+  // has stopped or asked for a checkpoint. params: the whole arena (after
+  // broadcast_params).
+  ServeEnd serve(float* params, const ServeHooks& hooks);
+  ServeEnd serve(float* params, const UpdateRule& rule) { return serve(params, ServeHooks{rule, 0, nullptr}); }
 
   // Collective over the workers: x ← mean over workers (batch-norm running
   // statistics before evaluation and saving), and x ← Σ over workers

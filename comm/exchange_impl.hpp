@@ -36,9 +36,19 @@ std::vector<int> senders(const Topology& topo, Mode mode);
 bool is_sender(const Topology& topo, Mode mode);
 
 // ps_server.cpp: the server half of the ps/hybrid protocol (ps_client.cpp)
-// until every sender has stopped. params: the whole arena.
-void serve_ps(const Topology& topo, Mode mode, const ShardMap& map, MPI_Comm ps_comm, size_t chunk, float* params,
-              const UpdateRule& rule);
+// until every sender has stopped or asked for a checkpoint. params: the whole
+// arena. server_comm: the servers only (the joint check of a step).
+ServeEnd serve_ps(const Topology& topo, Mode mode, const ShardMap& map, MPI_Comm ps_comm, MPI_Comm server_comm,
+                  size_t chunk, float* params, const ServeHooks& hooks);
+
+// Control messages (tag kTagControl, ps_comm), one int64 per sender and step.
+inline constexpr int64_t kCtrlStop = -1;
+inline constexpr int64_t kCtrlCheckpoint = -2;
+inline constexpr int64_t kCtrlCheckpointStop = -3;
+
+// A server's status of one step, to each sender: [flags, ‖g‖₂] as doubles.
+inline constexpr double kStatusSkipped = 1;    // flag bits
+inline constexpr double kStatusSignalled = 2;
 }  // namespace detail
 
 struct Exchange::Impl {
@@ -54,6 +64,7 @@ struct Exchange::Impl {
   MPI_Comm ps_comm = MPI_COMM_NULL;       // dup of the world: control, slices (ps, hybrid)
   MPI_Comm node_comm = MPI_COMM_NULL;     // dup of the node: hybrid member ⇄ leader
   MPI_Comm workers_comm = MPI_COMM_NULL;  // dup of the workers: sum_over_workers
+  MPI_Comm server_comm = MPI_COMM_NULL;   // the servers only: the joint check of a step
   std::unique_ptr<detail::RingAllreduce> ring;  // workers: buckets, average_over_workers
   // Device arena only: the intra-node reducer (hybrid, and allreduce on one
   // node). The steps use it where it works on the device memory itself
@@ -69,6 +80,10 @@ struct Exchange::Impl {
   std::vector<std::unique_ptr<float[]>> member_bufs;
   std::unique_ptr<float[]> node_sum;
   int64_t ctrl_msg = 0;
+  // A sender's receive of each server's step status, and what it said
+  // (written by the thread before the step is done, read after finish).
+  std::vector<double> status_in;
+  StepTimes status;
 
   std::thread thread;  // workers: the communication thread
 

@@ -40,16 +40,24 @@
 //       then, for j descending:    leader waits for P(j);
 //                                  reducer.broadcast_from_leader(p[j])
 //
+//   every sender also receives one status [flags, ‖g‖] from each server
+//   (tag_extra(status)) after the step's parameters: skipped, signalled.
+//
 //   server, for each step (ps_server.cpp):
 //     1. receive one control message from every sender: all −1 → return
-//        (every sender called stop()); all equal s ≥ 0 → step s; anything
-//        else → Error (a sender stopped or skipped a step early)
+//        (every sender called stop()); all −2 / −3 → return for a checkpoint
+//        (request_checkpoint); all equal s ≥ 0 → step s; anything else →
+//        Error (a sender stopped or skipped a step early)
 //     2. post every gradient receive of the step at once, one buffer per
 //        sender, so senders may send their slices in any order
 //     3. when all senders' parts of slice j are in:
-//          gradsum[j] = ((sender 0 + sender 1) + sender 2) + …
-//          rule(params, gradsum, begin_j, end_j, s);  → every sender: params[j]
-//     4. wait for the step's sends
+//          gradsum[j] = ((sender 0 + sender 1) + sender 2) + …, and note
+//          whether it is finite and its Σ g²
+//     4. the joint check: allgather (non-finite?, Σ g²) over the servers;
+//        skip = any non-finite; clip scale from ‖g‖ = √Σ (server order)
+//     5. for each slice j: unless skip, rule(params, gradsum·scale, begin_j,
+//        end_j, s); → every sender: params[j] (unchanged when skipped)
+//     6. → every sender: the status; wait for the step's sends
 //
 // Determinism: every sum is taken in a fixed order that does not depend on
 // timing — a leader adds its members in local-rank order (the MPI reducer's
@@ -99,13 +107,19 @@ void Exchange::Impl::run_step_ps() {
     return n;
   };
 
+  status = StepTimes{};
   if (sender) {
     ctrl_msg = st;
+    status_in.assign(2 * static_cast<size_t>(topo.num_servers()), 0.0);
     for (int s = 0; s < topo.num_servers(); ++s) {
       MPI_Request r;
       DT_CHECK_MPI(MPI_Isend(&ctrl_msg, 1, MPI_INT64_T, topo.server_rank(s), detail::kTagControl, ps_comm, &r));
       tmp.push_back(r);
       track(0, Ev::send);
+      DT_CHECK_MPI(MPI_Irecv(status_in.data() + 2 * s, 2, MPI_DOUBLE, topo.server_rank(s),
+                             detail::tag_extra(ns, detail::ExtraTag::status), ps_comm, &r));
+      tmp.push_back(r);
+      track(0, Ev::send);  // awaited with the sends, at the end of the step
     }
   }
   std::vector<size_t> member_left(ns, 0), param_left(ns, 0);
@@ -214,6 +228,14 @@ void Exchange::Impl::run_step_ps() {
     }
   }
   detail::wait_all(reqs);
+  if (sender) {  // every server's status of the step (the same decision on each: the joint check)
+    for (int s = 0; s < topo.num_servers(); ++s) {
+      const int flags = static_cast<int>(status_in[2 * static_cast<size_t>(s)]);
+      status.skipped |= (flags & static_cast<int>(detail::kStatusSkipped)) != 0;
+      status.peer_signalled |= (flags & static_cast<int>(detail::kStatusSignalled)) != 0;
+    }
+    status.grad_norm = status_in[1];
+  }
 }
 
 }  // namespace dtrain::comm

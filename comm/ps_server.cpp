@@ -7,7 +7,10 @@
 // uninitialised (pages of other servers' slices are never touched, so never
 // committed). The rule sees the whole arena through params/gradsum but
 // touches only [begin, end); its optimizer state (momentum) lives on the
-// server.
+// server. Updates wait for the joint check of the whole step (exchange.hpp
+// ServeHooks): the slices go back once every slice of the step is summed.
+#include <cmath>
+#include <limits>
 #include <memory>
 
 #include "comm/chunked.hpp"
@@ -16,14 +19,16 @@
 
 namespace dtrain::comm {
 
-void detail::serve_ps(const Topology& topo, Mode mode, const ShardMap& map, MPI_Comm ps_comm, size_t chunk,
-                      float* params, const UpdateRule& rule) {
+ServeEnd detail::serve_ps(const Topology& topo, Mode mode, const ShardMap& map, MPI_Comm ps_comm,
+                          MPI_Comm server_comm, size_t chunk, float* params, const ServeHooks& hooks) {
   DT_CHECK(topo.is_server(), "serve() on a worker (rank ", topo.rank(), ")");
-  DT_CHECK(static_cast<bool>(rule), "serve() without an update rule");
+  DT_CHECK(static_cast<bool>(hooks.rule), "serve() without an update rule");
   const std::vector<int> from = senders(topo, mode);
   const size_t nsend = from.size();
   const int me = topo.server_index();
+  const int nservers = topo.num_servers();
   const auto& slices = map.slices();
+  const size_t ns = slices.size();
 
   std::vector<size_t> mine;        // slice indices owned here
   std::vector<size_t> local_off;   // offset of slice j in a sender buffer
@@ -43,6 +48,8 @@ void detail::serve_ps(const Topology& topo, Mode mode, const ShardMap& map, MPI_
   std::vector<size_t> owner;  // per receive request: index into `mine`
   std::vector<size_t> left(mine.size());
   std::vector<int> idx;
+  std::vector<double> mine_check(2), all_check(2 * static_cast<size_t>(nservers));
+  double status[2] = {0, 0};
   for (;;) {
     // 1. Control.
     for (size_t s = 0; s < nsend; ++s) {
@@ -51,15 +58,19 @@ void detail::serve_ps(const Topology& topo, Mode mode, const ShardMap& map, MPI_
       reqs.push_back(r);
     }
     detail::wait_all(reqs);
-    size_t stops = 0;
-    for (int64_t c : ctrl) stops += c < 0 ? 1 : 0;
-    if (stops == nsend) return;
+    auto what = [](int64_t c) {
+      return c == kCtrlStop ? std::string(" stopped")
+             : c == kCtrlCheckpoint || c == kCtrlCheckpointStop ? std::string(" asked for a checkpoint")
+                                                                : " sent step " + std::to_string(c);
+    };
     for (size_t s = 0; s < nsend; ++s)
       if (ctrl[s] != ctrl[0])
-        DT_FAIL("parameter server ", me, ": sender rank ", from[s], (ctrl[s] < 0 ? " stopped" : " sent step "),
-                (ctrl[s] < 0 ? std::string() : std::to_string(ctrl[s])), " while sender rank ", from[0],
-                (ctrl[0] < 0 ? " stopped" : " sent step " + std::to_string(ctrl[0])),
-                ": every sender must run the same steps (synchronous training)");
+        DT_FAIL("parameter server ", me, ": sender rank ", from[s], what(ctrl[s]), " while sender rank ", from[0],
+                what(ctrl[0]), ": every sender must run the same steps (synchronous training)");
+    if (ctrl[0] == kCtrlStop) return ServeEnd::stopped;
+    if (ctrl[0] == kCtrlCheckpoint) return ServeEnd::checkpoint;
+    if (ctrl[0] == kCtrlCheckpointStop) return ServeEnd::checkpoint_and_stop;
+    DT_CHECK(ctrl[0] >= 0, "parameter server ", me, ": unknown control message ", ctrl[0]);
     const int64_t st = ctrl[0];
 
     // 2. Every receive of the step.
@@ -77,8 +88,11 @@ void detail::serve_ps(const Topology& topo, Mode mode, const ShardMap& map, MPI_
       }
     }
 
-    // 3. Sum, update and return each slice as soon as it is complete.
-    auto finish_slice = [&](size_t k) {
+    // 3. Sum each slice as soon as it is complete; note whether it is finite
+    //    and its Σ g² (double, in element order).
+    bool bad = false;
+    std::vector<double> sumsq(mine.size(), 0.0);
+    auto sum_slice = [&](size_t k) {
       const Slice& sl = slices[mine[k]];
       float* g = gsum.get() + sl.begin;
       const float* b0 = bufs[0].get() + local_off[k];
@@ -87,15 +101,15 @@ void detail::serve_ps(const Topology& topo, Mode mode, const ShardMap& map, MPI_
         const float* b = bufs[s].get() + local_off[k];
         for (size_t e = 0; e < sl.count; ++e) g[e] += b[e];
       }
-      rule(params, gsum.get(), sl.begin, sl.begin + sl.count, st);
-      for (size_t s = 0; s < nsend; ++s)
-        detail::isend_chunked(params + sl.begin, sl.count, from[s], detail::tag_param(mine[k], st), ps_comm, chunk,
-                              sends);
+      double q = 0;
+      for (size_t e = 0; e < sl.count; ++e) q += static_cast<double>(g[e]) * g[e];
+      if (!std::isfinite(q)) bad = true;  // an Inf or NaN element makes Σ g² non-finite
+      sumsq[k] = q;
     };
     size_t done = 0;
     for (size_t k = 0; k < mine.size(); ++k)
       if (left[k] == 0) {  // an empty slice
-        finish_slice(k);
+        sum_slice(k);
         ++done;
       }
     while (done < mine.size()) {
@@ -104,14 +118,59 @@ void detail::serve_ps(const Topology& topo, Mode mode, const ShardMap& map, MPI_
       for (int c = 0; c < count; ++c) {
         const size_t k = owner[static_cast<size_t>(idx[static_cast<size_t>(c)])];
         if (--left[k] == 0) {
-          finish_slice(k);
+          sum_slice(k);
           ++done;
         }
       }
     }
     reqs.clear();
 
-    // 4. The step's replies.
+    // 4. The joint check: every server learns every server's (non-finite?,
+    //    Σ g²) and adds them in server order, so all take the same decision
+    //    from the same bits.
+    mine_check[0] = bad ? 1.0 : 0.0;
+    mine_check[1] = 0;
+    for (double q : sumsq) mine_check[1] += q;
+    if (nservers > 1) {
+      DT_CHECK_MPI(MPI_Allgather(mine_check.data(), 2, MPI_DOUBLE, all_check.data(), 2, MPI_DOUBLE, server_comm));
+    } else {
+      all_check[0] = mine_check[0];
+      all_check[1] = mine_check[1];
+    }
+    bool skip = false;
+    double total = 0;
+    for (int s = 0; s < nservers; ++s) {
+      skip |= all_check[2 * static_cast<size_t>(s)] != 0;
+      total += all_check[2 * static_cast<size_t>(s) + 1];
+    }
+    const double norm = skip ? std::numeric_limits<double>::infinity() : std::sqrt(total);
+    const float scale = !skip && hooks.clip_norm > 0 && norm > hooks.clip_norm
+                            ? static_cast<float>(hooks.clip_norm / norm) : 1.0f;
+
+    // 5. Update (unless skipped) and return every slice.
+    for (size_t k = 0; k < mine.size(); ++k) {
+      const Slice& sl = slices[mine[k]];
+      if (!skip) {
+        if (scale != 1.0f) {
+          float* g = gsum.get() + sl.begin;
+          for (size_t e = 0; e < sl.count; ++e) g[e] *= scale;
+        }
+        hooks.rule(params, gsum.get(), sl.begin, sl.begin + sl.count, st);
+      }
+      for (size_t s = 0; s < nsend; ++s)
+        detail::isend_chunked(params + sl.begin, sl.count, from[s], detail::tag_param(mine[k], st), ps_comm, chunk,
+                              sends);
+    }
+
+    // 6. The step's status, then its replies.
+    status[0] = (skip ? kStatusSkipped : 0) + (hooks.signalled && hooks.signalled() ? kStatusSignalled : 0);
+    status[1] = norm;
+    for (size_t s = 0; s < nsend; ++s) {
+      MPI_Request r;
+      DT_CHECK_MPI(MPI_Isend(status, 2, MPI_DOUBLE, from[s], detail::tag_extra(ns, detail::ExtraTag::status),
+                             ps_comm, &r));
+      sends.push_back(r);
+    }
     detail::wait_all(sends);
   }
 }

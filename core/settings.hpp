@@ -14,6 +14,8 @@
 //                         (raise SIGKILL on itself), stop (raise SIGSTOP)
 //   DTRAIN_CKPT_KILL_AT   test only: the checkpoint writer raises SIGKILL on
 //                         itself at its N-th kill point (io/checkpoint.hpp)
+//   DTRAIN_TRACE_SAMPLES  test only: every worker appends "step i0 i1 …" (the
+//                         dataset indices of its minibatch) to <value>.<rank>
 //   DTRAIN_NONFINITE_AT_STEP test only: the worker of DTRAIN_NONFINITE_RANK
 //   DTRAIN_NONFINITE_RANK (world rank, default 0) writes +Inf into its
 //                         gradient at this step
@@ -43,6 +45,7 @@ inline std::string fail_mode() { return get_or("DTRAIN_FAIL_MODE", "throw"); }
 inline std::optional<long> ckpt_kill_at() { return get_long("DTRAIN_CKPT_KILL_AT"); }
 inline std::optional<long> nonfinite_at_step() { return get_long("DTRAIN_NONFINITE_AT_STEP"); }
 inline std::optional<long> nonfinite_rank() { return get_long("DTRAIN_NONFINITE_RANK"); }
+inline std::optional<std::string> trace_samples() { return get("DTRAIN_TRACE_SAMPLES"); }
 inline std::optional<long> slurm_ntasks() { return get_long("SLURM_NTASKS"); }
 inline bool started_by_mpirun() { return get("OMPI_COMM_WORLD_SIZE").has_value(); }
 inline std::optional<long> slurm_cpus_per_task() { return get_long("SLURM_CPUS_PER_TASK"); }

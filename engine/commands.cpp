@@ -56,6 +56,12 @@ int cmd_train(const std::vector<std::string>& args) {
   append_run_record(written, r, clock, MPI_COMM_WORLD);  // for dtrain report
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (r.requeue) {
+    if (rank == 0)
+      log::info("dtrain: checkpointed after ", r.steps, " steps on a stop request; exit code ", kExitRequeue,
+                " (requeue the job and run it again with --resume auto to continue)");
+    return kExitRequeue;
+  }
   if (rank == 0) {
     char acc[64] = "";
     if (r.test_accuracy >= 0) std::snprintf(acc, sizeof acc, ", final test accuracy %.2f%%", 100.0 * r.test_accuracy);

@@ -59,6 +59,7 @@ using LrKind = layers::LrSchedule::Kind;
 constexpr Choice<LrKind> kSchedules[] = {{"constant", LrKind::constant}, {"step", LrKind::step}, {"cosine", LrKind::cosine}};
 constexpr Choice<comm::Mode> kModes[] = {
     {"allreduce", comm::Mode::allreduce}, {"ps", comm::Mode::ps}, {"hybrid", comm::Mode::hybrid}};
+constexpr Choice<NonfinitePolicy> kNonfinite[] = {{"skip", NonfinitePolicy::skip}, {"abort", NonfinitePolicy::abort}};
 using WaitChoice = std::optional<comm::WaitPolicy>;
 const Choice<WaitChoice> kWaits[] = {
     {"spin", comm::WaitPolicy::spin}, {"sleep", comm::WaitPolicy::sleep}, {"auto", std::nullopt}};
@@ -85,10 +86,10 @@ struct Options {
   po::options_description desc{"dtrain train options (job-file keys are the same names)"};
   std::string mean, std;
   // The enum-valued keys as written; validate() parses them into the TrainConfig.
-  std::string device, lr_schedule, mode, wait_policy;
+  std::string device, lr_schedule, mode, wait_policy, on_nonfinite;
   Options(TrainConfig& c)
       : device(device_name(c.device)), lr_schedule(lr_schedule_name(c.lr_schedule)), mode(comm::mode_name(c.mode)),
-        wait_policy(wait_policy_option(c.wait_policy)) {
+        wait_policy(wait_policy_option(c.wait_policy)), on_nonfinite(nonfinite_policy_name(c.on_nonfinite)) {
     desc.add_options()
       ("help,h", "this help")
       ("job", po::value(&c.job), "job file (INI: key = value, keys as below)")
@@ -134,7 +135,16 @@ struct Options {
       ("save-params", def(&c.save_params), "the final parameters, HDF5: auto = params.h5 in the run folder; \"\" = none; a file that exists is refused unless --overwrite true")
       ("runs-dir", def(&c.runs_dir), "parent of the run folders: each run writes into RUNS_DIR/RUN-NAME/N/ (N = 1, 2, …; RUNS_DIR/RUN-NAME/latest → the newest)")
       ("run-name", def(&c.run_name), "the run folder's name (default: the job file's name without .ini, else train)")
-      ("overwrite", def(&c.overwrite), "allow an explicit --metrics / --save-params file that exists to be replaced");
+      ("overwrite", def(&c.overwrite), "allow an explicit --metrics / --save-params file that exists to be replaced")
+      ("checkpoint-dir", def(&c.checkpoint_dir), "folder of this job's checkpoints (\"\": none); keep it the same across restarts of the job (docs/reliability.md)")
+      ("checkpoint-every-steps", def(&c.checkpoint_every_steps), "a checkpoint every N steps (0: not by steps)")
+      ("checkpoint-every-s", def(&c.checkpoint_every_s), "a checkpoint when this many seconds passed since the last one (0: not by time)")
+      ("checkpoint-epoch-end", def(&c.checkpoint_epoch_end), "a checkpoint at the end of every epoch (true | false)")
+      ("checkpoint-keep", def(&c.checkpoint_keep), "complete checkpoints kept in the folder (the oldest are removed)")
+      ("resume", def(&c.resume), "none | auto (the newest valid checkpoint of --checkpoint-dir, else a fresh start) | PATH of a checkpoint file")
+      ("on-nonfinite", def(&on_nonfinite), "a step whose summed gradient holds an Inf or NaN: skip (no rank updates; see max-nonfinite-skips) | abort")
+      ("max-nonfinite-skips", def(&c.max_nonfinite_skips), "skip: this many such steps in a row end the run with an error")
+      ("clip-grad-norm", def(&c.clip_grad_norm), "> 0: scale the global gradient down to this L2 norm when it is larger (0: off)");
   }
 };
 
@@ -194,6 +204,17 @@ void validate(TrainConfig& c, const Options& o) {
   need(c.ranks_per_node >= 0, "ranks-per-node", "must be >= 0, got ", c.ranks_per_node);
   need(c.bucket_mb > 0, "bucket-mb", "must be > 0");
   need(c.max_chunk_elems > 0 && c.max_chunk_elems < (int64_t{1} << 31), "max-chunk-elems", "must be in [1, 2^31)");
+  need(c.checkpoint_every_steps >= 0, "checkpoint-every-steps", "must be >= 0, got ", c.checkpoint_every_steps);
+  need(std::isfinite(c.checkpoint_every_s) && c.checkpoint_every_s >= 0, "checkpoint-every-s",
+       "must be a number of seconds >= 0");
+  need(c.checkpoint_keep >= 1 && c.checkpoint_keep <= 1000, "checkpoint-keep", "must be in [1, 1000], got ",
+       c.checkpoint_keep);
+  need(!c.resume.empty(), "resume", "must be none, auto or the path of a checkpoint file");
+  need(c.resume != "auto" || !c.checkpoint_dir.empty(), "resume",
+       "auto looks in --checkpoint-dir, which is not set (give --checkpoint-dir, or a checkpoint file)");
+  c.on_nonfinite = parse_choice(kNonfinite, "on-nonfinite", o.on_nonfinite);
+  need(c.max_nonfinite_skips >= 1, "max-nonfinite-skips", "must be >= 1, got ", c.max_nonfinite_skips);
+  need(std::isfinite(c.clip_grad_norm) && c.clip_grad_norm >= 0, "clip-grad-norm", "must be a finite number >= 0");
   for (float s : c.std) need(std::isfinite(s) && s > 0.0f, "std", "every value must be a finite number > 0, got ", s);
   for (float m : c.mean) need(std::isfinite(m), "mean", "every value must be a finite number, got ", m);
 }
@@ -203,6 +224,7 @@ void validate(TrainConfig& c, const Options& o) {
 const char* device_name(Device d) { return name_of(kDevices, d); }
 const char* lr_schedule_name(layers::LrSchedule::Kind k) { return name_of(kSchedules, k); }
 const char* wait_policy_option(const std::optional<comm::WaitPolicy>& p) { return name_of(kWaits, p); }
+const char* nonfinite_policy_name(NonfinitePolicy p) { return name_of(kNonfinite, p); }
 
 std::string train_help() {
   TrainConfig c;

@@ -23,6 +23,10 @@ namespace dtrain::engine {
 // runs the trainer's device path without a GPU, for tests).
 enum class Device { cpu, cuda, cpu_staged };
 
+// --on-nonfinite: what a step whose summed gradient has an Inf or NaN does.
+enum class NonfinitePolicy { skip, abort };
+const char* nonfinite_policy_name(NonfinitePolicy p);  // skip | abort
+
 // The option strings of the enum-valued keys, as job files and the command
 // line write them ("cpu-staged", "auto", ...). A TrainConfig holds only the
 // enums: the strings are parsed once, by parse_train_args.
@@ -86,6 +90,17 @@ struct TrainConfig {
   std::string runs_dir = "runs";     // parent of the run folders
   std::string run_name;              // "" = the job file's stem, else "train"
   bool overwrite = false;            // an explicit existing metrics/save-params file may be replaced
+  // Checkpoints (engine/checkpoint.hpp, docs/reliability.md). "" = none.
+  std::string checkpoint_dir;
+  int64_t checkpoint_every_steps = 0;  // 0 = not by steps
+  double checkpoint_every_s = 0;       // 0 = not by time (seconds of training since the last one)
+  bool checkpoint_epoch_end = true;    // also at the end of every epoch
+  int checkpoint_keep = 3;             // complete checkpoints kept
+  std::string resume = "none";         // none | auto | PATH of a checkpoint file
+  // Non-finite gradients: skip the step (at most max_nonfinite_skips in a row, then abort) or abort.
+  NonfinitePolicy on_nonfinite = NonfinitePolicy::skip;
+  int max_nonfinite_skips = 10;
+  double clip_grad_norm = 0;           // > 0: scale the global gradient to this L2 norm at most
 };
 
 // argv: the arguments after "train". Throws UsageError (exit 2) on a bad job

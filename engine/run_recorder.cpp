@@ -1,6 +1,10 @@
 // engine/run_recorder.cpp — RunRecorder (run_recorder.hpp).
 #include "engine/run_recorder.hpp"
 
+#include <unistd.h>
+
+#include "io/checkpoint.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -38,9 +42,11 @@ void RunRecorder::interval(const IntervalReport& r, const IntervalStats& s) {
                   {"images_per_s", r.images_per_s}, {"t_compute_s", s.t_compute / n},
                   {"t_comm_s", s.t_comm / n}, {"t_io_wait_s", s.t_io / n},
                   {"t_comm_total_s", s.t_comm_busy / n}, {"comm_hidden_fraction", hidden},
-                  {"io_wait_fraction", s.t_io / dt}});
+                  {"io_wait_fraction", s.t_io / dt}, {"t_checkpoint_s", s.t_checkpoint / n},
+                  {"skipped_steps", s.skipped}});
   const double elapsed = this->elapsed();
-  const double eta = r.step > 0 ? elapsed / static_cast<double>(r.step) * static_cast<double>(planned_steps_ - r.step) : 0.0;
+  const int64_t done = r.step - first_step_;
+  const double eta = done > 0 ? elapsed / static_cast<double>(done) * static_cast<double>(planned_steps_ - r.step) : 0.0;
   // Step in the epoch, then the run's step as in metrics.jsonl ("step") and error messages.
   std::printf("epoch %d/%d step %lld/%lld (run step %lld/%lld) loss %.4f lr %.4g %.0f img/s (T_C %.2f ms, comm %.2f ms exposed of %.2f, io wait %.2f ms = %.1f%%) elapsed %s ETA %s\n",
               r.epoch, planned_epochs_, static_cast<long long>(r.step_in_epoch), static_cast<long long>(steps_per_epoch_),
@@ -51,11 +57,37 @@ void RunRecorder::interval(const IntervalReport& r, const IntervalStats& s) {
 
 void RunRecorder::epoch(int epoch, int64_t step, double test_loss, double test_accuracy, double epoch_time_s) {
   if (!rank0_) return;
-  metrics_.write({{"kind", "epoch"}, {"epoch", epoch}, {"step", step}, {"test_loss", test_loss},
-                  {"test_accuracy", test_accuracy}, {"epoch_time_s", epoch_time_s}});
-  std::printf("epoch %d done in %.1f s: test accuracy %.2f%% test loss %.4f\n", epoch, epoch_time_s,
-              100.0 * test_accuracy, test_loss);
+  nlohmann::json rec = {{"kind", "epoch"}, {"epoch", epoch}, {"step", step}, {"epoch_time_s", epoch_time_s},
+                        {"rss_bytes", resident_bytes()}, {"hdf5_open_objects", io::open_hdf5_objects()}};
+  if (test_loss >= 0) {
+    rec["test_loss"] = test_loss;
+    rec["test_accuracy"] = test_accuracy;
+    std::printf("epoch %d done in %.1f s: test accuracy %.2f%% test loss %.4f\n", epoch, epoch_time_s,
+                100.0 * test_accuracy, test_loss);
+  } else {
+    std::printf("epoch %d done in %.1f s\n", epoch, epoch_time_s);
+  }
+  metrics_.write(rec);
   std::fflush(stdout);
+}
+
+void RunRecorder::checkpoint(int64_t step, const std::string& path, uint64_t bytes, double snapshot_s,
+                             double write_s) {
+  if (!rank0_) return;
+  metrics_.write({{"kind", "checkpoint"}, {"step", step}, {"path", path}, {"bytes", bytes},
+                  {"t_snapshot_s", snapshot_s}, {"t_write_s", write_s}});
+  std::printf("checkpoint of step %lld: %s (%.1f MB; %.3f s blocking, %.3f s written in the background)\n",
+              static_cast<long long>(step), path.c_str(), static_cast<double>(bytes) / 1e6, snapshot_s, write_s);
+  std::fflush(stdout);
+}
+
+uint64_t resident_bytes() {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (!f) return 0;
+  unsigned long long size = 0, resident = 0;
+  const int n = std::fscanf(f, "%llu %llu", &size, &resident);
+  std::fclose(f);
+  return n == 2 ? resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE)) : 0;
 }
 
 }  // namespace dtrain::engine

@@ -33,7 +33,10 @@ struct IntervalStats {
   double t_io = 0;         // waiting for the loader
   double t_comm = 0;       // exposed exchange time
   double t_comm_busy = 0;  // whole exchange time (hidden + exposed)
+  double t_checkpoint = 0; // blocking part of checkpoints (gather + copy)
   int steps = 0;
+  int steps_with_loss = 0; // steps whose loss was finite (the loss sum's count)
+  int skipped = 0;         // steps whose update was skipped (non-finite gradient)
   Clock::time_point start = Clock::now();
 };
 
@@ -54,11 +57,18 @@ class RunRecorder {
   RunRecorder(const std::string& metrics_path, bool rank0, int64_t planned_steps, int planned_epochs,
               int64_t steps_per_epoch);
 
-  void start() { run_start_ = Clock::now(); }  // the run clock (elapsed, ETA)
+  // The run clock (elapsed, ETA); first_step: the steps done before (a resumed run).
+  void start(int64_t first_step = 0) {
+    run_start_ = Clock::now();
+    first_step_ = first_step;
+  }
   double elapsed() const { return seconds_since(run_start_); }
 
   void interval(const IntervalReport& r, const IntervalStats& s);
+  // test_loss < 0: no evaluation. Also records resident memory and open HDF5 objects.
   void epoch(int epoch, int64_t step, double test_loss, double test_accuracy, double epoch_time_s);
+  // A checkpoint write that finished.
+  void checkpoint(int64_t step, const std::string& path, uint64_t bytes, double snapshot_s, double write_s);
 
  private:
   MetricsWriter metrics_;
@@ -67,6 +77,10 @@ class RunRecorder {
   int planned_epochs_;
   int64_t steps_per_epoch_;
   Clock::time_point run_start_ = Clock::now();
+  int64_t first_step_ = 0;
 };
+
+// This process's resident memory (bytes, /proc/self/statm).
+uint64_t resident_bytes();
 
 }  // namespace dtrain::engine

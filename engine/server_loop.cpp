@@ -3,17 +3,30 @@
 #include "engine/server_loop.hpp"
 
 #include "core/error.hpp"
+#include "engine/preemption.hpp"
 
 namespace dtrain::engine {
 
 void ServerLoop::run() {
-  ex_.serve(job_.net->params().data(), [this](float* p, const float* g, size_t b, size_t e, int64_t step) {
+  comm::ServeHooks hooks;
+  hooks.rule = [this](float* p, const float* g, size_t b, size_t e, int64_t step) {
     if (job_.failures.hits_server(step, job_.rank()))
       DT_FAIL("injected failure at step ", step, " on parameter server ", job_.topo.server_index(),
               " (DTRAIN_FAIL_AT_STEP)");
     job_.sgd->step(p, g, job_.schedule.at(step), b, e);
     last_step_ = step;
-  });
+  };
+  hooks.clip_norm = job_.cfg.clip_grad_norm;
+  hooks.signalled = [] { return stop_signal() != 0; };
+  for (;;) {
+    const comm::ServeEnd end = ex_.serve(job_.net->params().data(), hooks);
+    if (end == comm::ServeEnd::stopped) return;
+    ckpt_.serve_side(ex_);
+    if (end == comm::ServeEnd::checkpoint_and_stop) {
+      requeue_ = true;
+      return;
+    }
+  }
 }
 
 }  // namespace dtrain::engine

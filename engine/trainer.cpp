@@ -14,6 +14,8 @@
 
 #include "comm/exchange.hpp"
 #include "core/error.hpp"
+#include "engine/checkpoint.hpp"
+#include "engine/preemption.hpp"
 #include "engine/run_folder.hpp"
 #include "engine/server_loop.hpp"
 #include "engine/train_job.hpp"
@@ -68,6 +70,13 @@ void save_params(TrainJob& job, const std::string& path) {
 
 TrainResult train(const TrainConfig& cfg, MPI_Comm world_comm) {
   TrainJob job(cfg, world_comm);
+  // Checkpoint folder and resume file: checked (and read) before anything is
+  // written, every rank failing with rank 0's message (exit 2).
+  Checkpointer ckpt(job);
+  const bool resuming = ckpt.prepare();
+  // Stop requests become a checkpoint only where there is a folder for it;
+  // without one, SIGTERM/SIGUSR1 keep their default action (the job ends).
+  if (ckpt.enabled()) install_stop_handlers();
 
   // Validation ends here. Every rank passed it before rank 0 writes anything
   // (a rank that failed is in the exit agreement, engine/exit.hpp, and never
@@ -81,17 +90,24 @@ TrainResult train(const TrainConfig& cfg, MPI_Comm world_comm) {
     result.run_dir = out.dir;
   }
 
+  ResumePoint from;
+  if (resuming) from = ckpt.restore();  // before the exchange broadcasts rank 0's parameters
   std::unique_ptr<comm::Exchange> ex = make_exchange(job);
   if (job.topo.is_server()) {
-    ServerLoop(job, *ex).run();
+    ServerLoop server(job, *ex, ckpt);
+    server.run();
     result.server = true;
-    return result;
+    result.requeue = server.requeue();
+  } else {
+    {
+      WorkerLoop worker(job, ex.get(), out, ckpt, from);
+      worker.run(result);
+    }
+    if (!result.requeue && !out.save_params.empty() && job.rank() == 0) save_params(job, out.save_params);
   }
-  {
-    WorkerLoop worker(job, ex.get(), out);
-    worker.run(result);
-  }
-  if (!out.save_params.empty() && job.rank() == 0) save_params(job, out.save_params);
+  // A stop on a signal: nobody leaves before rank 0's checkpoint is on disk
+  // (a failed write aborts the job instead, and then no rank exits "requeue me").
+  if (result.requeue) DT_CHECK_MPI(MPI_Barrier(world_comm));
   return result;
 }
 

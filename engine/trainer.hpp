@@ -32,6 +32,8 @@ struct TrainResult {
   double images_per_s = 0;     // training throughput, evaluation excluded (all workers)
   double seconds = 0;          // wall time of the loop, evaluation included
   bool server = false;         // this rank was a parameter server
+  bool requeue = false;        // stopped on a signal after a checkpoint: exit kExitRequeue
+  int64_t nonfinite_skips = 0; // steps skipped for a non-finite gradient (rank 0)
   std::string metrics_path;    // rank 0: the metrics file written ("" = none)
   std::string run_dir;         // rank 0: the run folder ("" = none, engine/run_folder.hpp)
 };

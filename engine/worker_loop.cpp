@@ -12,11 +12,14 @@
 // through host copies (download, upload).
 #include "engine/worker_loop.hpp"
 
+#include <csignal>
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "core/settings.hpp"
 #include "io/batch.hpp"
 
 namespace dtrain::engine {
@@ -24,8 +27,9 @@ namespace dtrain::engine {
 namespace {
 
 // The loader of this worker's batches, in step order (I/O hidden under compute):
-// the schedule's total steps (max-steps applied), in pinned buffers on a device.
-io::Prefetcher make_loader(TrainJob& job) {
+// from `from` (a resumed run) to the schedule's total steps (max-steps
+// applied), in pinned buffers on a device.
+io::Prefetcher make_loader(TrainJob& job, const ResumePoint& from) {
   const TrainConfig& cfg = job.cfg;
   io::PrefetchOptions po;
   po.threads = cfg.loader_threads > 0 ? cfg.loader_threads : io::default_loader_threads(job.topo.ranks_on_host());
@@ -34,7 +38,9 @@ io::Prefetcher make_loader(TrainJob& job) {
   po.std = cfg.std;
   po.augment = {cfg.augment_pad, cfg.augment_flip};
   po.seed = static_cast<uint64_t>(cfg.seed) * 0x9E3779B97F4A7C15ull + 11;
-  po.total_batches = job.planned_steps();
+  po.start_epoch = from.epoch;
+  po.start_step = from.step_in_epoch;
+  po.total_batches = std::max<int64_t>(0, job.planned_steps() - from.step);
   if (job.on_device()) {  // pinned batch buffers: the per-step upload runs at full bandwidth
     layers::Backend& be = *job.backend;
     po.allocator.allocate = [&be](size_t bytes) { return be.host_alloc(bytes); };
@@ -45,16 +51,41 @@ io::Prefetcher make_loader(TrainJob& job) {
 
 }  // namespace
 
-WorkerLoop::WorkerLoop(TrainJob& job, comm::Exchange* ex, const RunOutputs& out)
+WorkerLoop::WorkerLoop(TrainJob& job, comm::Exchange* ex, const RunOutputs& out, Checkpointer& ckpt,
+                       const ResumePoint& from)
     : job_(job),
       ex_(ex),
-      loader_(make_loader(job)),  // a prvalue: constructed in place (the Prefetcher does not move)
+      ckpt_(ckpt),
+      from_(from),
+      loader_(make_loader(job, from)),  // a prvalue: constructed in place (the Prefetcher does not move)
       recorder_(out.metrics, job.rank() == 0, job.planned_steps(), job.planned_epochs(), job.steps_per_epoch()),
       dev_(*job.backend, job.cfg.minibatch, job.net->input_shape(), job.classes()),
-      loss_scale_(1.0f / static_cast<float>(job.global_batch())) {
+      loss_scale_(1.0f / static_cast<float>(job.global_batch())),
+      agreement_(job.world_size > 1 ? job.topo.workers() : MPI_COMM_NULL) {
   const TrainConfig& cfg = job.cfg;
   if (job.test_set) evaluator_.emplace(*job.test_set, cfg, job.topo.worker_index(), job.topo.num_workers(), ex);
-  if (ex) on_ready_ = [ex](size_t begin, size_t end) { ex->grads_ready(begin, end); };
+  const std::optional<long> nf_step = settings::nonfinite_at_step();
+  const long nf_rank = settings::nonfinite_rank().value_or(0);
+  const bool inject_here = nf_step && nf_rank == job.rank();
+  if (ex || inject_here)
+    on_ready_ = [this, ex](size_t begin, size_t end) {
+      if (inject_ && begin < end) {  // test only: +Inf into this worker's gradient, before it leaves
+        const float inf = std::numeric_limits<float>::infinity();
+        job_.backend->upload(&inf, job_.net->grads().data() + begin, sizeof(float));
+        inject_ = false;
+      }
+      if (ex) ex->grads_ready(begin, end);
+    };
+  if (auto path = settings::trace_samples()) {
+    const std::string file = *path + "." + std::to_string(job.rank());
+    sample_trace_.reset(std::fopen(file.c_str(), "a"));
+    DT_CHECK(sample_trace_, "DTRAIN_TRACE_SAMPLES: cannot open ", file);
+  }
+  step_ = from.step;
+  epoch_ = from.epoch;
+  train_seconds_ = from.train_seconds;
+  nonfinite_skips_ = from.nonfinite_skips;
+  consecutive_skips_ = from.consecutive_skips;
   if (job.rank() == 0)
     log::info("dtrain: model ", cfg.model, " (", job.net->num_params(), " parameters), ", job.n_train,
               " training samples, minibatch ", cfg.minibatch, " × ", job.topo.num_workers(), " worker(s), ",
@@ -68,32 +99,86 @@ WorkerLoop::WorkerLoop(TrainJob& job, comm::Exchange* ex, const RunOutputs& out)
 
 void WorkerLoop::run(TrainResult& result) {
   interval_ = IntervalStats{};
-  recorder_.start();
-  for (epoch_ = 0; epoch_ < job_.cfg.epochs; ++epoch_) {
-    const bool more = run_epoch(result);
+  recorder_.start(step_);
+  if (step_ >= job_.planned_steps() && job_.rank() == 0)
+    log::info("dtrain: the checkpoint is at step ", step_, ", the run's last (", job_.planned_steps(),
+              "): nothing left to train");
+  int64_t first = from_.step_in_epoch;
+  for (; epoch_ < job_.cfg.epochs && step_ < job_.planned_steps(); ++epoch_, first = 0) {
+    const bool more = run_epoch(first, result);
     if (!more) break;
   }
-  if (ex_) ex_->stop();
+  agreement_.finish();
+  if (ex_) ex_->stop();  // a no-op after a final checkpoint (the servers have left)
+  ckpt_.wait();
+  for (const CheckpointWritten& w : ckpt_.finished())
+    recorder_.checkpoint(w.step, w.path, w.bytes, w.snapshot_s, w.write_s);
   result.steps = step_;
   result.seconds = recorder_.elapsed();
-  result.images_per_s = static_cast<double>(step_ * job_.global_batch()) / train_seconds_;
+  result.nonfinite_skips = nonfinite_skips_;
+  const int64_t trained = step_ - from_.step;
+  const double t = train_seconds_ - from_.train_seconds;
+  result.images_per_s = t > 0 ? static_cast<double>(trained * job_.global_batch()) / t : 0.0;
 }
 
-bool WorkerLoop::run_epoch(TrainResult& result) {
+bool WorkerLoop::run_epoch(int64_t first, TrainResult& result) {
   const auto epoch_start = Clock::now();
-  bool more = true;
-  for (int64_t s = 0; s < job_.steps_per_epoch(); ++s) {
+  const int64_t spe = job_.steps_per_epoch();
+  for (int64_t s = first; s < spe; ++s) {
     const float lr = train_step(s);
     const bool last = step_ >= job_.planned_steps();
-    if (interval_.steps == job_.cfg.log_interval || s == job_.steps_per_epoch() - 1 || last)
-      end_interval(s, lr, result);
-    if (last) {
-      more = false;
-      break;
-    }
+    const bool epoch_end = s == spe - 1 || last;
+    if (interval_.steps == job_.cfg.log_interval || epoch_end) end_interval(s, lr, result);
+    if (epoch_end) end_epoch(seconds_since(epoch_start), result);
+    if (!boundary(s, epoch_end, result) || last) return false;
+    if (epoch_end) return true;
   }
-  end_epoch(seconds_since(epoch_start), result);
-  return more;
+  return true;  // not reached: the epoch's last step returns above
+}
+
+// Every worker passes the same boundaries in the same order, so the
+// agreement's collectives and the checkpoints' gathers match up.
+bool WorkerLoop::boundary(int64_t s, bool epoch_end, TrainResult& result) {
+  for (const CheckpointWritten& w : ckpt_.finished())
+    recorder_.checkpoint(w.step, w.path, w.bytes, w.snapshot_s, w.write_s);
+  const bool last = step_ >= job_.planned_steps();
+  const int64_t next_in_epoch = epoch_end ? 0 : s + 1;
+  if (!ckpt_.enabled()) return true;
+  if (last) {  // the run's end: its final state, for a later --epochs extension
+    const auto t0 = Clock::now();
+    ckpt_.take(loop_state(next_in_epoch), ex_, /*final=*/false);
+    interval_.t_checkpoint += seconds_since(t0);
+    return true;
+  }
+  // Bits: 1 = a stop request (this rank or a server), 2 = rank 0's clock says a checkpoint is due.
+  const uint32_t local = (stop_signal() != 0 || peer_signalled_ ? 1u : 0u) |
+                         (job_.rank() == 0 && ckpt_.due_by_time() ? 2u : 0u);
+  const uint32_t agreed = agreement_.poll(local);
+  const auto t0 = Clock::now();
+  if (agreed & 1u) {
+    if (job_.rank() == 0)
+      log::info("dtrain: stop requested (", stop_signal() == SIGTERM ? "SIGTERM" : stop_signal() == SIGUSR1 ? "SIGUSR1" : "a signal on another rank",
+                "): checkpointing step ", step_, " and exiting with ", kExitRequeue, " (requeue)");
+    ckpt_.take(loop_state(next_in_epoch), ex_, /*final=*/true);
+    result.requeue = true;
+    return false;
+  }
+  if ((agreed & 2u) || ckpt_.due_by_steps(step_, epoch_end)) {
+    ckpt_.take(loop_state(next_in_epoch), ex_, /*final=*/false);
+    interval_.t_checkpoint += seconds_since(t0);
+  }
+  return true;
+}
+
+LoopState WorkerLoop::loop_state(int64_t next_in_epoch) const {
+  LoopState st;
+  st.step = step_;
+  st.epoch = next_in_epoch == 0 ? static_cast<int>(step_ / job_.steps_per_epoch()) : epoch_;
+  st.step_in_epoch = next_in_epoch;
+  st.train_seconds = train_seconds_;
+  st.nonfinite_skips = nonfinite_skips_;
+  st.consecutive_skips = consecutive_skips_;
+  return st;
 }
 
 float WorkerLoop::train_step(int64_t s) {
@@ -102,6 +187,12 @@ float WorkerLoop::train_step(int64_t s) {
   const io::Batch& batch = loader_.next();  // blocks only when the loader fell behind
   DT_CHECK(batch.epoch == epoch_ && batch.step == s, "loader delivered (", batch.epoch, ", ", batch.step,
            ") for (", epoch_, ", ", s, ")");
+  if (sample_trace_) {
+    std::fprintf(sample_trace_.get(), "%lld", static_cast<long long>(step_));
+    for (int64_t i : batch.indices) std::fprintf(sample_trace_.get(), " %lld", static_cast<long long>(i));
+    std::fputc('\n', sample_trace_.get());
+    std::fflush(sample_trace_.get());
+  }
   layers::Net& net = *job_.net;
   layers::Backend& backend = *job_.backend;
   const int b = job_.cfg.minibatch;
@@ -118,38 +209,96 @@ float WorkerLoop::train_step(int64_t s) {
   int64_t correct = 0;
   double loss_sum = backend.softmax_xent_forward(logits.data(), labels, b, k, dev_.probs(), &correct);
   backend.softmax_xent_backward(dev_.probs(), labels, b, k, loss_scale_, dlogits.data());
+  inject_ = settings::nonfinite_at_step() && *settings::nonfinite_at_step() == step_ &&
+            settings::nonfinite_rank().value_or(0) == job_.rank();
   if (ex_) ex_->begin_step(step_, net.params().data(), net.grads().data());
   net.backward(dlogits, on_ready_);
   comm::StepTimes ct;
   if (ex_) ct = ex_->finish_step(net.params().data(), net.grads().data());
-  if (!ex_ || !ex_->servers_update()) job_.sgd->step(net.params().data(), net.grads().data(), lr);
+  bool skipped = false;
+  if (!ex_ || !ex_->servers_update()) {
+    double norm = 0;
+    skipped = check_local_gradient(&norm);
+    if (!skipped) job_.sgd->step(net.params().data(), net.grads().data(), lr);
+  } else {
+    skipped = ct.skipped;  // the servers' joint decision (senders know it; hybrid members do not need it)
+  }
+  peer_signalled_ = ct.peer_signalled;
   auto t2 = Clock::now();
+  count_skip(skipped);
 
   double loss = loss_sum / b;
   // Mean cross-entropy starts near ln K; beyond 1e4 no run recovers into a useful model.
-  if (!std::isfinite(loss) || loss > 1e4)
-    DT_FAIL("training loss is ", loss, " at step ", step_, " (epoch ", epoch_, ", lr ", lr,
+  // A non-finite loss goes with a non-finite gradient: the policy above decided.
+  if (std::isfinite(loss) && loss > 1e4)
+    DT_FAIL("training loss is ", loss, " at step ", step_, " (epoch ", epoch_ + 1, ", lr ", lr,
             "): diverged; lower --lr or check the data");
   interval_.t_io += batch.wait_s;
   interval_.t_compute += std::chrono::duration<double>(t2 - t1).count() - ct.exposed_s;
   interval_.t_comm += ct.exposed_s;
   interval_.t_comm_busy += ct.busy_s;
-  interval_.loss += loss;
+  if (std::isfinite(loss)) {
+    interval_.loss += loss;
+    ++interval_.steps_with_loss;
+  }
+  interval_.skipped += skipped ? 1 : 0;
   ++interval_.steps;
   ++step_;
   return lr;
+}
+
+bool WorkerLoop::check_local_gradient(double* norm) {
+  layers::Net& net = *job_.net;
+  const size_t n = net.num_params();
+  const double clip = job_.cfg.clip_grad_norm;
+  bool bad = false;
+  double sumsq = 0;
+  with_host_copy(*job_.backend, net.grads().data(), n, /*write_back=*/false, [&](float* g) {
+    for (size_t i = 0; i < n; ++i) sumsq += static_cast<double>(g[i]) * g[i];
+    bad = !std::isfinite(sumsq);
+  });
+  *norm = bad ? std::numeric_limits<double>::infinity() : std::sqrt(sumsq);
+  if (!bad && clip > 0 && *norm > clip) {
+    const float scale = static_cast<float>(clip / *norm);
+    with_host_copy(*job_.backend, net.grads().data(), n, /*write_back=*/true, [&](float* g) {
+      for (size_t i = 0; i < n; ++i) g[i] *= scale;
+    });
+  }
+  return bad;
+}
+
+void WorkerLoop::count_skip(bool skipped) {
+  if (!skipped) {
+    consecutive_skips_ = 0;
+    return;
+  }
+  ++nonfinite_skips_;
+  ++consecutive_skips_;
+  const TrainConfig& cfg = job_.cfg;
+  // Rank 0 decides (it knows in every mode: in ps/hybrid it is a sender); the
+  // others carry on into the next step, where the abort ends them — the
+  // message is printed once.
+  if (job_.rank() != 0) return;
+  if (cfg.on_nonfinite == NonfinitePolicy::abort)
+    DT_FAIL("step ", step_, " (epoch ", epoch_ + 1, "): the summed gradient holds an Inf or NaN and "
+            "--on-nonfinite is abort; no rank applied it (the last checkpoint is intact)");
+  if (consecutive_skips_ >= cfg.max_nonfinite_skips)
+    DT_FAIL("step ", step_, " (epoch ", epoch_ + 1, "): ", consecutive_skips_,
+            " steps in a row had an Inf or NaN in the summed gradient (--max-nonfinite-skips ",
+            cfg.max_nonfinite_skips, "): the run diverged; lower --lr, set --clip-grad-norm, or check the data");
+  if (job_.rank() == 0)
+    log::warn("dtrain: step ", step_, ": the summed gradient holds an Inf or NaN; every rank skipped the update (",
+              nonfinite_skips_, " skipped so far)");
 }
 
 void WorkerLoop::end_interval(int64_t s, float lr, TrainResult& result) {
   IntervalReport r;
   r.wall_s = seconds_since(interval_.start);
   r.images_per_s = static_cast<double>(interval_.steps * job_.global_batch()) / r.wall_s;
-  r.loss = interval_.loss / interval_.steps;
-  if (ex_) {  // the loss of all workers, not only rank 0's shard
-    double l = r.loss;
-    ex_->sum_over_workers(&l, 1);
-    r.loss = l / job_.topo.num_workers();
-  }
+  // The loss of all workers, not only rank 0's shard: sum and count of finite losses.
+  double l[2] = {interval_.loss, static_cast<double>(interval_.steps_with_loss)};
+  if (ex_) ex_->sum_over_workers(l, 2);
+  r.loss = l[1] > 0 ? l[0] / l[1] : std::numeric_limits<double>::quiet_NaN();
   result.last_loss = r.loss;
   r.step = step_;
   r.epoch = epoch_ + 1;
@@ -174,6 +323,8 @@ void WorkerLoop::end_epoch(double epoch_time, TrainResult& result) {
     result.test_loss = e.loss;
     result.test_accuracy = e.accuracy;
     recorder_.epoch(epoch_ + 1, step_, e.loss, e.accuracy, epoch_time);
+  } else {
+    recorder_.epoch(epoch_ + 1, step_, -1, -1, epoch_time);
   }
   interval_.start = Clock::now();  // evaluation is not training time
 }

@@ -11,18 +11,36 @@
 // the batch-norm buffers are averaged over the workers and the Evaluator
 // scores the test set. The run stops after the schedule's total steps.
 //
+// Non-finite gradients (--on-nonfinite): in allreduce mode and 1-rank jobs
+// every worker checks the summed gradient it holds (bitwise the same on every
+// worker, so every worker takes the same decision) and skips its SGD step; in
+// ps/hybrid the servers decide jointly (comm::ServeHooks) and the senders
+// learn it from the step's status. Skips are counted; max-nonfinite-skips in
+// a row, or one under --on-nonfinite abort, end the run with an Error naming
+// the step (rank 0 decides: a sender in every mode).
+//
+// Step boundaries (after a step, after the epoch's end when it was the last
+// of its epoch): the stop agreement (engine/preemption.hpp), then a checkpoint
+// when one is due (engine/checkpoint.hpp). On an agreed stop: one checkpoint
+// of that step by every rank, then the loop returns with result.requeue.
+//
 // State (what a checkpoint of a worker saves, with the TrainJob's arenas and
 // momentum): step_ (steps done), epoch_ (0-based, the epoch running), the
-// loader's position (it delivers (epoch_, step in epoch) next), the open log
-// interval and the training time so far.
+// loader's position (it delivers (epoch_, step in epoch) next, from the
+// checkpoint's position on a resume), the skip counters and the training time
+// so far; the open log interval is not saved.
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
+#include <memory>
 #include <optional>
 
 #include "comm/exchange.hpp"
+#include "engine/checkpoint.hpp"
 #include "engine/compute.hpp"
 #include "engine/evaluator.hpp"
+#include "engine/preemption.hpp"
 #include "engine/run_folder.hpp"
 #include "engine/run_recorder.hpp"
 #include "engine/train_job.hpp"
@@ -34,36 +52,57 @@ namespace dtrain::engine {
 class WorkerLoop {
  public:
   // ex: null in a 1-rank job. out: rank 0's outputs (empty elsewhere).
-  WorkerLoop(TrainJob& job, comm::Exchange* ex, const RunOutputs& out);
+  // from: where a resumed run continues (the default: a fresh start).
+  WorkerLoop(TrainJob& job, comm::Exchange* ex, const RunOutputs& out, Checkpointer& ckpt,
+             const ResumePoint& from = {});
 
-  // Runs to the end of the schedule; fills steps, epochs, losses, accuracy and times.
+  // Runs to the end of the schedule, or to the step boundary where the
+  // workers agreed to stop (a signal: result.requeue after the checkpoint);
+  // fills steps, epochs, losses, accuracy and times.
   void run(TrainResult& result);
 
   int64_t step() const { return step_; }
   int epoch() const { return epoch_; }
 
  private:
-  // One epoch; returns false when the run's last step was taken in it.
-  bool run_epoch(TrainResult& result);
+  // One epoch from step `first` of it; returns false when the run ends in it
+  // (its last step, or a stop).
+  bool run_epoch(int64_t first, TrainResult& result);
   // One step, the s-th of the epoch: its loss and times go into interval_;
   // returns the step's learning rate.
   float train_step(int64_t s);
+  // Allreduce mode and 1-rank jobs: the local check of the summed gradient
+  // (identical on every worker) and the clipping; true when the step is skipped.
+  bool check_local_gradient(double* norm);
+  // The non-finite policy after a step (skipped or not); throws to abort.
+  void count_skip(bool skipped);
+  // A step boundary: the agreement, and a checkpoint when one is due.
+  // Returns false when the job stops here (requeue).
+  bool boundary(int64_t s, bool epoch_end, TrainResult& result);
   void end_interval(int64_t s, float lr, TrainResult& result);
   void end_epoch(double epoch_time, TrainResult& result);
+  LoopState loop_state(int64_t next_in_epoch) const;
 
   TrainJob& job_;
   comm::Exchange* ex_;
+  Checkpointer& ckpt_;
+  ResumePoint from_;
   io::Prefetcher loader_;
   RunRecorder recorder_;
   std::optional<Evaluator> evaluator_;  // none without a test set
   StepBuffers dev_;                     // the minibatch in the backend's memory
   float loss_scale_;                    // 1 / global batch: the workers' sum is the 1-process gradient
   layers::GradReadyFn on_ready_;        // backward → exchange (none without an exchange)
+  StopAgreement agreement_;
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> sample_trace_{nullptr, &std::fclose};
 
   int64_t step_ = 0;    // steps done (the next step's index)
   int epoch_ = 0;       // 0-based
   IntervalStats interval_;
   double train_seconds_ = 0;  // wall time of the epochs, evaluation excluded
+  bool inject_ = false;       // this step writes +Inf into the gradient (DTRAIN_NONFINITE_AT_STEP)
+  bool peer_signalled_ = false;  // a server reported a stop request in the last step
+  int64_t nonfinite_skips_ = 0, consecutive_skips_ = 0;
 };
 
 }  // namespace dtrain::engine

@@ -1,0 +1,433 @@
+// engine/checkpoint.cpp — Checkpointer (checkpoint.hpp): the state of a job
+// in and out of checkpoint files, and the thread that writes them.
+#include "engine/checkpoint.hpp"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "engine/exit.hpp"
+
+namespace dtrain::engine {
+
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// FNV-1a over the arena's layout: names, offsets and counts of the parameter
+// and buffer ranges. Two nets with the same model and class count agree.
+int64_t layout_hash(const layers::Net& net) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](const void* p, size_t n) {
+    const auto* b = static_cast<const unsigned char*>(p);
+    for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
+  };
+  for (const auto* ranges : {&net.param_ranges(), &net.buffer_ranges()})
+    for (const layers::ParamRange& r : *ranges) {
+      mix(r.name.data(), r.name.size());
+      mix(&r.offset, sizeof r.offset);
+      mix(&r.count, sizeof r.count);
+    }
+  return static_cast<int64_t>(h & 0x7fffffffffffffffull);
+}
+
+// Chunked MPI_Bcast of floats (counts above 2^31 − 1 are cut).
+void bcast_floats(float* p, size_t n, MPI_Comm comm) {
+  constexpr size_t kChunk = size_t{1} << 30;
+  for (size_t off = 0; off < n; off += kChunk)
+    DT_CHECK_MPI(MPI_Bcast(p + off, static_cast<int>(std::min(kChunk, n - off)), MPI_FLOAT, 0, comm));
+}
+
+bool all_finite(const std::vector<float>& v) {
+  for (float x : v)
+    if (!std::isfinite(x)) return false;
+  return true;
+}
+
+int64_t get_int(const io::CheckpointState& s, const std::string& path, const char* key) {
+  auto it = s.ints.find(key);
+  if (it == s.ints.end()) DT_USAGE("checkpoint ", path, ": attribute '", key, "' is missing");
+  return it->second;
+}
+
+const io::FloatArray& get_array(const io::CheckpointState& s, const std::string& path, const char* key, size_t n) {
+  auto it = s.arrays.find(key);
+  if (it == s.arrays.end()) DT_USAGE("checkpoint ", path, ": array '", key, "' is missing");
+  if (n != static_cast<size_t>(-1) && it->second.data.size() != n)
+    DT_USAGE("checkpoint ", path, ": array '", key, "' has ", it->second.data.size(), " values, expected ", n);
+  return it->second;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- the writer
+
+// One thread on rank 0; at most one write in flight (submit waits for the
+// previous one). An error of a write is rethrown by the next submit or wait.
+struct Checkpointer::Writer {
+  explicit Writer(io::CheckpointStore& s) : store(s), thread([this] { loop(); }) {}
+  ~Writer() {
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      quit = true;
+    }
+    cv.notify_all();
+    thread.join();
+  }
+
+  void submit(int64_t step, io::CheckpointState&& s, double snapshot_s) {
+    wait_idle();
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      pending_step = step;
+      pending = std::move(s);
+      pending_snapshot_s = snapshot_s;
+      has_pending = true;
+    }
+    cv.notify_all();
+  }
+  void wait_idle() {
+    std::unique_lock<std::mutex> lk(mu);
+    cv.wait(lk, [&] { return !has_pending && !busy; });
+    if (error) {
+      std::exception_ptr e = error;
+      error = nullptr;
+      std::rethrow_exception(e);
+    }
+  }
+  std::vector<CheckpointWritten> take_done() {
+    std::lock_guard<std::mutex> lk(mu);
+    std::vector<CheckpointWritten> d;
+    d.swap(done);
+    return d;
+  }
+
+  void loop() {
+    std::unique_lock<std::mutex> lk(mu);
+    for (;;) {
+      cv.wait(lk, [&] { return quit || has_pending; });
+      if (!has_pending) return;  // quit
+      io::CheckpointState s = std::move(pending);
+      const int64_t step = pending_step;
+      CheckpointWritten w;
+      w.step = step;
+      w.snapshot_s = pending_snapshot_s;
+      has_pending = false;
+      busy = true;
+      lk.unlock();
+      const double t0 = now_s();
+      std::exception_ptr err;
+      try {
+        w.path = store.write(step, s);
+        std::error_code ec;
+        w.bytes = std::filesystem::file_size(w.path, ec);
+      } catch (...) {
+        err = std::current_exception();
+      }
+      w.write_s = now_s() - t0;
+      lk.lock();
+      busy = false;
+      if (err) error = err;
+      else done.push_back(w);
+      cv.notify_all();
+    }
+  }
+
+  io::CheckpointStore& store;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool quit = false, has_pending = false, busy = false;
+  int64_t pending_step = 0;
+  double pending_snapshot_s = 0;
+  io::CheckpointState pending;
+  std::exception_ptr error;
+  std::vector<CheckpointWritten> done;
+  std::thread thread;  // last: starts after the members above exist
+};
+
+// ---------------------------------------------------------------- Checkpointer
+
+Checkpointer::Checkpointer(TrainJob& job) : job_(job) {
+  if (!job.cfg.checkpoint_dir.empty())
+    store_ = std::make_unique<io::CheckpointStore>(job.cfg.checkpoint_dir, job.cfg.checkpoint_keep);
+  last_time_ = now_s();
+}
+
+Checkpointer::~Checkpointer() {
+  if (!writer_) return;
+  try {
+    writer_->wait_idle();
+  } catch (const std::exception& e) {
+    log::warn("dtrain: the last checkpoint write failed: ", e.what());
+  }
+}
+
+std::string resolve_auto_resume(const io::CheckpointStore& store) {
+  std::vector<std::string> skipped;
+  const std::string path = store.find_latest_valid(&skipped);
+  for (const std::string& s : skipped) log::warn("dtrain: --resume auto: skipping ", s);
+  if (path.empty() && !store.list().empty())
+    DT_USAGE("option 'resume' = auto: ", store.dir(), " holds checkpoint files but none is valid (",
+             skipped.empty() ? std::string("see above") : skipped.front(),
+             "); move them away to start afresh, or give --resume PATH");
+  if (!path.empty() && !skipped.empty()) log::warn("dtrain: --resume auto: falling back to ", path);
+  return path;
+}
+
+bool Checkpointer::prepare() {
+  const TrainConfig& cfg = job_.cfg;
+  layers::Net& net = *job_.net;
+  const size_t P = net.num_params();
+  const size_t nb = static_cast<size_t>(net.buffers().numel());
+  int resuming = 0;
+  rank0_usage_check(job_.topo.world(), [&] {
+    std::string path;
+    if (store_) {
+      // Two checkpoints may exist at once (the new one before the oldest is removed).
+      const uint64_t one = (2 * P + static_cast<size_t>(job_.topo.num_workers()) * nb) * sizeof(float) + (1u << 20);
+      store_->check_writable(2 * one);
+      if (const int n = store_->remove_stray_temporaries(); n > 0)
+        log::info("dtrain: removed ", n, " temporary file(s) of an interrupted checkpoint write in ", store_->dir());
+      if (cfg.resume == "none" && !store_->list().empty())
+        DT_USAGE("option 'checkpoint-dir': ", store_->dir(), " holds checkpoints of an earlier run (",
+                 store_->list().back(), "); continue it with --resume auto, or give another folder");
+      if (cfg.resume == "auto") {
+        path = resolve_auto_resume(*store_);
+        if (path.empty()) log::info("dtrain: --resume auto: no checkpoint in ", store_->dir(), "; a fresh start");
+      }
+    }
+    if (cfg.resume != "none" && cfg.resume != "auto") path = cfg.resume;
+    if (path.empty()) return;
+    io::CheckpointState s = io::read_checkpoint(path);  // UsageError naming the file
+    auto str = [&](const char* k) {
+      auto it = s.strings.find(k);
+      return it == s.strings.end() ? std::string("?") : it->second;
+    };
+    const int64_t ck_params = get_int(s, path, "num_params");
+    if (str("model") != cfg.model || ck_params != static_cast<int64_t>(P) ||
+        get_int(s, path, "num_buffers") != static_cast<int64_t>(nb) ||
+        get_int(s, path, "layout_crc") != layout_hash(net))
+      DT_USAGE("checkpoint ", path, " is of model ", str("model"), " (", ck_params,
+               " parameters); this job trains model ", cfg.model, " (", P,
+               " parameters): give the job's own checkpoint folder, or the same model and class count");
+    const int64_t gb = get_int(s, path, "global_batch");
+    if (gb != job_.global_batch())
+      DT_USAGE("checkpoint ", path, " was taken with a global minibatch of ", gb, " (",
+               get_int(s, path, "workers"), " workers × ", get_int(s, path, "minibatch"), "); this job's is ",
+               job_.global_batch(), " (", job_.topo.num_workers(), " × ", cfg.minibatch,
+               "): set --minibatch so that workers × minibatch = ", gb,
+               " (a different global minibatch would silently change the optimisation)");
+    if (get_int(s, path, "n_train") != job_.n_train || get_int(s, path, "steps_per_epoch") != job_.steps_per_epoch())
+      DT_USAGE("checkpoint ", path, " was taken on ", get_int(s, path, "n_train"),
+               " training samples; this job has ", job_.n_train, " (train-data / max-train-samples changed)");
+    if (get_int(s, path, "seed") != cfg.seed)
+      log::warn("dtrain: checkpoint ", path, " was taken with seed ", get_int(s, path, "seed"), "; this job has ",
+                cfg.seed, ": the data order from here on follows the new seed");
+    get_array(s, path, "params", P);
+    get_array(s, path, "momentum", P);
+    get_array(s, path, "buffers", static_cast<size_t>(-1));
+    resume_ = std::move(s);
+    resume_path_ = path;
+    resuming = 1;
+  });
+  DT_CHECK_MPI(MPI_Bcast(&resuming, 1, MPI_INT, 0, job_.topo.world()));
+  return resuming != 0;
+}
+
+ResumePoint Checkpointer::restore() {
+  layers::Net& net = *job_.net;
+  layers::Backend& be = *job_.backend;
+  const size_t P = net.num_params();
+  const size_t nb = static_cast<size_t>(net.buffers().numel());
+  const bool rank0 = job_.rank() == 0;
+  ResumePoint r;
+  // Scalars: [step, epoch, step_in_epoch, skips, consecutive, workers]; train_seconds.
+  int64_t ints[6] = {0, 0, 0, 0, 0, 0};
+  double secs = 0;
+  if (rank0) {
+    const io::CheckpointState& s = *resume_;
+    const std::string& p = resume_path_;
+    ints[0] = get_int(s, p, "step");
+    ints[1] = get_int(s, p, "epoch");
+    ints[2] = get_int(s, p, "step_in_epoch");
+    ints[3] = get_int(s, p, "nonfinite_skips");
+    ints[4] = get_int(s, p, "consecutive_skips");
+    ints[5] = get_int(s, p, "workers");
+    auto it = s.reals.find("train_seconds");
+    secs = it == s.reals.end() ? 0 : it->second;
+    auto str = [&](const char* k) {
+      auto i = s.strings.find(k);
+      return i == s.strings.end() ? std::string("?") : i->second;
+    };
+    log::info("dtrain: resuming from ", p, ": ", ints[0], " steps done, epoch ", ints[1] + 1, " step ", ints[2] + 1,
+              " next");
+    const int64_t servers = get_int(s, p, "servers");
+    if (ints[5] != job_.topo.num_workers() || servers != job_.topo.num_servers() ||
+        str("mode") != comm::mode_name(job_.cfg.mode))
+      log::info("dtrain: the checkpoint was taken with ", ints[5], " worker(s), ", servers, " server(s), mode ",
+                str("mode"), "; this run has ", job_.topo.num_workers(), ", ", job_.topo.num_servers(), ", ",
+                comm::mode_name(job_.cfg.mode), ": the arena is re-sharded",
+                ints[5] != job_.topo.num_workers() ? " and every worker starts from the mean batch-norm statistics"
+                                                   : "");
+  }
+  MPI_Comm world = job_.topo.world();
+  DT_CHECK_MPI(MPI_Bcast(ints, 6, MPI_INT64_T, 0, world));
+  DT_CHECK_MPI(MPI_Bcast(&secs, 1, MPI_DOUBLE, 0, world));
+  r.step = ints[0];
+  r.epoch = static_cast<int>(ints[1]);
+  r.step_in_epoch = ints[2];
+  r.nonfinite_skips = ints[3];
+  r.consecutive_skips = ints[4];
+  r.train_seconds = secs;
+  r.path = resume_path_;
+  DT_CHECK(r.epoch * job_.steps_per_epoch() + r.step_in_epoch == r.step, "checkpoint ", resume_path_, ": step ",
+           r.step, " is not epoch ", r.epoch, " step ", r.step_in_epoch, " of ", job_.steps_per_epoch());
+
+  // Parameters: into rank 0's arena (the exchange's start-up broadcast takes them everywhere).
+  if (rank0) be.upload(resume_->arrays.at("params").data.data(), net.params().data(), P * sizeof(float));
+  // Momentum: every rank (servers keep their slices).
+  std::vector<float> mom(std::max<size_t>(P, 1));
+  if (rank0) std::copy_n(resume_->arrays.at("momentum").data.data(), P, mom.data());
+  bcast_floats(mom.data(), P, world);
+  be.upload(mom.data(), job_.sgd->momentum_state(), P * sizeof(float));
+  // Batch-norm statistics: each worker its own row, or the mean of the rows.
+  if (nb > 0 && job_.topo.is_worker()) {
+    const int W = job_.topo.num_workers();
+    const int Wc = static_cast<int>(ints[5]);
+    std::vector<float> row(nb);
+    if (rank0) {
+      const std::vector<float>& all = resume_->arrays.at("buffers").data;
+      DT_CHECK(all.size() == static_cast<size_t>(Wc) * nb, "checkpoint ", resume_path_, ": buffers hold ", all.size(),
+               " values, expected ", Wc, " × ", nb);
+      if (Wc != W) {
+        std::fill(row.begin(), row.end(), 0.0f);
+        for (int w = 0; w < Wc; ++w)
+          for (size_t i = 0; i < nb; ++i) row[i] += all[static_cast<size_t>(w) * nb + i];
+        for (float& x : row) x /= static_cast<float>(Wc);
+      }
+    }
+    MPI_Comm workers = job_.topo.workers();
+    if (Wc == W) {
+      const float* all = rank0 ? resume_->arrays.at("buffers").data.data() : nullptr;
+      if (W > 1) DT_CHECK_MPI(MPI_Scatter(all, static_cast<int>(nb), MPI_FLOAT, row.data(), static_cast<int>(nb),
+                                          MPI_FLOAT, 0, workers));
+      else std::copy_n(all, nb, row.data());
+    } else if (W > 1) {
+      bcast_floats(row.data(), nb, workers);
+    }
+    be.upload(row.data(), net.buffers().data(), nb * sizeof(float));
+  }
+  resume_.reset();
+  return r;
+}
+
+bool Checkpointer::due_by_steps(int64_t steps_done, bool epoch_end) const {
+  if (!store_) return false;
+  const TrainConfig& cfg = job_.cfg;
+  if (steps_done >= job_.planned_steps()) return true;
+  if (epoch_end && cfg.checkpoint_epoch_end) return true;
+  return cfg.checkpoint_every_steps > 0 && steps_done % cfg.checkpoint_every_steps == 0;
+}
+
+bool Checkpointer::due_by_time() const {
+  return store_ && job_.cfg.checkpoint_every_s > 0 && now_s() - last_time_ >= job_.cfg.checkpoint_every_s;
+}
+
+void Checkpointer::take(const LoopState& st, comm::Exchange* ex, bool final) {
+  DT_CHECK(store_, "take() without --checkpoint-dir");
+  const double t0 = now_s();
+  layers::Net& net = *job_.net;
+  layers::Backend& be = *job_.backend;
+  const TrainConfig& cfg = job_.cfg;
+  const size_t P = net.num_params();
+  const size_t nb = static_cast<size_t>(net.buffers().numel());
+  const int W = job_.topo.num_workers();
+  const bool rank0 = job_.rank() == 0;
+
+  io::CheckpointState s;
+  io::FloatArray params, momentum, buffers;
+  if (rank0) {
+    params.shape = {static_cast<int64_t>(P)};
+    momentum.shape = {static_cast<int64_t>(P)};
+    params.data.resize(P);
+    momentum.data.resize(P);
+    buffers.shape = {W, static_cast<int64_t>(nb)};
+    buffers.data.resize(static_cast<size_t>(W) * nb);
+  }
+  if (ex && ex->servers_update()) {
+    ex->request_checkpoint(final, rank0 ? params.data.data() : nullptr, rank0 ? momentum.data.data() : nullptr);
+  } else if (rank0) {
+    be.download(net.params().data(), params.data.data(), P * sizeof(float));
+    be.download(job_.sgd->momentum_state(), momentum.data.data(), P * sizeof(float));
+  }
+  if (nb > 0) {
+    std::vector<float> mine(nb);
+    be.download(net.buffers().data(), mine.data(), nb * sizeof(float));
+    if (W > 1)
+      DT_CHECK_MPI(MPI_Gather(mine.data(), static_cast<int>(nb), MPI_FLOAT, rank0 ? buffers.data.data() : nullptr,
+                              static_cast<int>(nb), MPI_FLOAT, 0, job_.topo.workers()));
+    else
+      buffers.data = mine;
+  }
+  if (!rank0) return;
+  // Never a checkpoint with a non-finite value (a skipped step never updates,
+  // so this is an update that overflowed): the previous one stays the latest.
+  for (const auto* a : {&params, &momentum, &buffers})
+    if (!all_finite(a->data))
+      DT_FAIL("checkpoint of step ", st.step, " not written: the ",
+              a == &params ? "parameters" : a == &momentum ? "momentum" : "batch-norm statistics",
+              " hold a non-finite value (the previous checkpoint stays the latest); lower --lr or set --clip-grad-norm");
+  s.arrays["params"] = std::move(params);
+  s.arrays["momentum"] = std::move(momentum);
+  s.arrays["buffers"] = std::move(buffers);
+  s.ints = {{"step", st.step},
+            {"epoch", st.epoch},
+            {"step_in_epoch", st.step_in_epoch},
+            {"seed", cfg.seed},
+            {"workers", W},
+            {"servers", job_.topo.num_servers()},
+            {"minibatch", cfg.minibatch},
+            {"global_batch", job_.global_batch()},
+            {"num_params", static_cast<int64_t>(P)},
+            {"num_buffers", static_cast<int64_t>(nb)},
+            {"layout_crc", layout_hash(net)},
+            {"steps_per_epoch", job_.steps_per_epoch()},
+            {"n_train", job_.n_train},
+            {"planned_steps", job_.planned_steps()},
+            {"nonfinite_skips", st.nonfinite_skips},
+            {"consecutive_skips", st.consecutive_skips}};
+  s.reals = {{"train_seconds", st.train_seconds},
+             {"lr", st.step < job_.planned_steps() ? job_.schedule.at(st.step) : 0.0}};
+  s.strings = {{"model", cfg.model},
+               {"mode", comm::mode_name(cfg.mode)},
+               {"lr_schedule", lr_schedule_name(cfg.lr_schedule)},
+               {"rng", "counter-based: every stream is a function of (seed, epoch, sample) or (seed, step, worker)"}};
+  if (!writer_) writer_ = std::make_unique<Writer>(*store_);
+  writer_->submit(st.step, std::move(s), now_s() - t0);
+  if (final) writer_->wait_idle();
+  last_time_ = now_s();
+}
+
+void Checkpointer::serve_side(comm::Exchange& ex) {
+  ex.send_server_state(job_.net->params().data(), job_.sgd->momentum_state());
+}
+
+std::vector<CheckpointWritten> Checkpointer::finished() {
+  return writer_ ? writer_->take_done() : std::vector<CheckpointWritten>{};
+}
+
+void Checkpointer::wait() {
+  if (writer_) writer_->wait_idle();
+}
+
+}  // namespace dtrain::engine

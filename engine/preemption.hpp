@@ -1,0 +1,52 @@
+// engine/preemption.hpp — stop requests (SIGUSR1, SIGTERM) and the agreement
+// of all ranks on the step at which the job checkpoints and stops.
+//
+// The handler only sets a flag (async-signal-safe: a std::sig_atomic_t):
+// checkpointing inside a handler could be killed half-way or catch the model
+// mid-backward. The training loop polls the flag at step boundaries.
+//
+// Agreement (StopAgreement, over the workers): at every step boundary each
+// worker starts a non-blocking MPI_MAX allreduce of its flag (its own signal,
+// or a server's reported in the step's status, comm::StepTimes) and completes
+// the one started at the previous boundary. Every worker thus learns the same
+// OR at the same boundary, one step after the earliest request, without a
+// blocking collective on the critical path; the workers then take one
+// checkpoint of that step together with the servers (request_checkpoint) and
+// every rank exits with kExitRequeue (core/error.hpp).
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+
+namespace dtrain::engine {
+
+// Installs the SIGUSR1 / SIGTERM handlers (idempotent).
+void install_stop_handlers();
+// The signal that asked this process to stop (SIGUSR1, SIGTERM), else 0.
+int stop_signal();
+// Test only: as if `sig` had arrived.
+void request_stop(int sig);
+
+class StopAgreement {
+ public:
+  // workers: the workers' communicator (duplicated here); MPI_COMM_NULL in a
+  // 1-rank job (then the decision is the local flag itself).
+  explicit StopAgreement(MPI_Comm workers);
+  ~StopAgreement();
+  StopAgreement(const StopAgreement&) = delete;
+  StopAgreement& operator=(const StopAgreement&) = delete;
+
+  // At a step boundary, on every worker (collective, in the same order):
+  // contributes `local` and returns whether the job stops here.
+  bool poll(bool local);
+  // Before leaving normally: completes the reduction in flight.
+  void finish();
+
+ private:
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  MPI_Request req_ = MPI_REQUEST_NULL;
+  int32_t send_ = 0, recv_ = 0;
+};
+
+}  // namespace dtrain::engine
