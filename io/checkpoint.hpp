@@ -21,8 +21,11 @@
 //
 // File layout: root attributes "format" = "dtrain-checkpoint", "version" = 1,
 // one attribute per CheckpointState int (int64), real (double) and string;
-// datasets /arrays/<name> float32 with the shape given and attribute crc32
-// (uint32 of the row-major bytes).
+// datasets /arrays/<name> float32 (contiguous) with the shape given and
+// attribute crc32 (uint32, zlib crc32 of the row-major little-endian bytes).
+// State keys share the root's one namespace: a key may stand in one of ints,
+// reals, strings only, and not be "format", "version" or "complete"; array
+// names have no '/'. Strings are stored byte-exact (fixed length, NULLPAD).
 #pragma once
 
 #include <cstdint>
