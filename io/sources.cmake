@@ -9,4 +9,5 @@ set(DTRAIN_IO_SOURCES
   io/synth.cpp
   io/augment.cpp
   io/prefetcher.cpp
-  io/checkpoint_file.cpp)
+  io/checkpoint_file.cpp
+  io/checkpoint.cpp)
