@@ -19,12 +19,22 @@
 // A reader therefore sees either the previous checkpoint or the new one, never
 // half of one: a name ckpt-*.h5 only ever appears for a fsynced, complete file.
 //
+// Kill points (DTRAIN_CKPT_KILL_AT=N, core/settings.hpp: the N-th point this
+// process passes while the variable is set raises SIGKILL), in order: the
+// temporary created; after each array; the state attributes; "complete"; the
+// file closed; fsynced; renamed; D fsynced; the latest temporary written and
+// fsynced; renamed to D/latest; D fsynced; old checkpoints pruned.
+//
 // File layout: root attributes "format" = "dtrain-checkpoint", "version" = 1,
 // one attribute per CheckpointState int (int64), real (double) and string;
-// datasets /arrays/<name> float32 with the shape given and attribute crc32
-// (uint32 of the row-major bytes).
+// datasets /arrays/<name> float32 (contiguous) with the shape given and
+// attribute crc32 (uint32, zlib crc32 of the row-major little-endian bytes).
+// State keys share the root's one namespace: a key may stand in one of ints,
+// reals, strings only, and not be "format", "version" or "complete"; array
+// names have no '/'. Strings are stored byte-exact (fixed length, NULLPAD).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -89,6 +99,10 @@ class CheckpointStore {
   std::string dir_;
   int keep_last_;
 };
+
+// How many kill points a write of a state with `arrays` arrays passes
+// (arrays + 11), for the tests that kill the writer at each one.
+int checkpoint_kill_points(size_t arrays);
 
 // The number of HDF5 objects (files, groups, datasets, attributes, types)
 // this process holds open: constant across a healthy run (no leak).

@@ -8,4 +8,6 @@ set(DTRAIN_IO_SOURCES
   io/batch.cpp
   io/synth.cpp
   io/augment.cpp
-  io/prefetcher.cpp)
+  io/prefetcher.cpp
+  io/checkpoint_file.cpp
+  io/checkpoint.cpp)

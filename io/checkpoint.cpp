@@ -1,0 +1,273 @@
+// io/checkpoint.cpp — the checkpoint folder: the write protocol, listing,
+// finding the newest valid checkpoint, the start-up checks (checkpoint.hpp).
+// The HDF5 layout of one file is io/checkpoint_file.cpp.
+//
+// The writer never lets a name ckpt-*.h5 or `latest` point at bytes that are
+// not yet on disk: everything is written under a .tmp-* name, fsynced, and
+// only then renamed, and the folder is fsynced so that the rename itself
+// survives a crash. Each step of the protocol is a kill point
+// (DTRAIN_CKPT_KILL_AT): tests/test_checkpoint.cpp SIGKILLs the writer at every
+// one of them and checks that the folder still holds a loadable checkpoint.
+#include "io/checkpoint.hpp"
+
+#include <fcntl.h>
+#include <hdf5.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+#include <system_error>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "core/settings.hpp"
+#include "io/checkpoint_file.hpp"
+
+namespace dtrain::io {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Kill points of a write besides one per array: created; state attributes;
+// complete flag; closed; fsynced; renamed; folder fsynced; latest temp
+// written; latest renamed; folder fsynced; pruned.
+constexpr int kFixedKillPoints = 11;
+
+// DTRAIN_CKPT_KILL_AT = N: the N-th kill point this process passes while the
+// variable is set raises SIGKILL (the counter is per process, not per write,
+// so a run that checkpoints several times can be killed inside a later one).
+class KillPoints {
+ public:
+  KillPoints() : at_(settings::ckpt_kill_at()) {}
+  void pass() {
+    if (at_ && passed_.fetch_add(1) + 1 == *at_) ::raise(SIGKILL);
+  }
+
+ private:
+  std::optional<long> at_;
+  static inline std::atomic<long> passed_{0};
+};
+
+// ".<pid>" (appended, not "." + to_string(): GCC 12 warns falsely on that).
+std::string pid_suffix() {
+  std::string s = ".";
+  s += std::to_string(::getpid());
+  return s;
+}
+
+// fsync of a file or a folder by its path. Some file systems refuse fsync on
+// a folder (EINVAL); the files themselves are synced then, which is all they offer.
+void fsync_path(const std::string& path, bool folder) {
+  int fd = ::open(path.c_str(), folder ? (O_RDONLY | O_DIRECTORY) : O_RDONLY);
+  if (fd < 0) DT_FAIL("cannot open ", path, " for fsync: ", std::strerror(errno));
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0 && !(folder && (err == EINVAL || err == EBADF)))
+    DT_FAIL("fsync of ", path, " failed: ", std::strerror(err));
+}
+
+// Writes `path` (a .tmp-*.<pid> name: ours, a stale one of a dead process
+// with the same pid is overwritten) holding `bytes`, fsynced. Returns "" on
+// success, else why not (strerror), so that callers choose the error kind.
+std::string write_file_synced(const std::string& path, const std::string& bytes) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return std::strerror(errno);
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    done += size_t(n);
+  }
+  std::string why = done == bytes.size() ? "" : std::strerror(errno);
+  if (why.empty() && ::fsync(fd) != 0) why = std::string("fsync: ") + std::strerror(errno);
+  if (::close(fd) != 0 && why.empty()) why = std::string("close: ") + std::strerror(errno);
+  if (!why.empty()) ::unlink(path.c_str());
+  return why;
+}
+
+// Removes a temporary on scope exit unless it was renamed into place.
+class TempName {
+ public:
+  explicit TempName(std::string path) : path_(std::move(path)) {}
+  ~TempName() {
+    if (!path_.empty()) ::unlink(path_.c_str());
+  }
+  TempName(const TempName&) = delete;
+  TempName& operator=(const TempName&) = delete;
+  const std::string& path() const { return path_; }
+  void rename_to(const std::string& final_path) {
+    if (std::rename(path_.c_str(), final_path.c_str()) != 0)
+      DT_FAIL("renaming ", path_, " to ", final_path, " failed: ", std::strerror(errno));
+    path_.clear();
+  }
+
+ private:
+  std::string path_;
+};
+
+bool parse_checkpoint_name(const std::string& name, int64_t* step) {
+  const size_t digits = name.size() - std::min(name.size(), sizeof("ckpt-.h5") - 1);
+  if (digits < 10 || digits > 18 || !name.starts_with("ckpt-") || !name.ends_with(".h5"))
+    return false;
+  int64_t v = 0;
+  for (size_t i = 5; i < 5 + digits; ++i) {
+    if (name[i] < '0' || name[i] > '9') return false;
+    v = v * 10 + (name[i] - '0');
+  }
+  *step = v;
+  return true;
+}
+
+}  // namespace
+
+int checkpoint_kill_points(size_t arrays) { return int(arrays) + kFixedKillPoints; }
+
+std::string checkpoint_file_name(int64_t step) {
+  DT_CHECK(step >= 0, "checkpoint step ", step, " is negative");
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "ckpt-%010lld.h5", static_cast<long long>(step));
+  return buf;
+}
+
+CheckpointStore::CheckpointStore(std::string dir, int keep_last)
+    : dir_(std::move(dir)), keep_last_(keep_last) {
+  DT_CHECK(keep_last_ >= 1, "checkpoint keep_last is ", keep_last_, ", must be ≥ 1");
+}
+
+void CheckpointStore::check_writable(uint64_t need_bytes) const {
+  const std::string what = "option 'checkpoint-dir': " + dir_ + ": ";
+  std::error_code ec;
+  if (fs::exists(dir_, ec) && !fs::is_directory(dir_, ec))
+    DT_USAGE(what, "exists and is not a folder");
+  fs::create_directories(dir_, ec);
+  if (ec) DT_USAGE(what, "cannot create the folder: ", ec.message());
+  if (!fs::is_directory(dir_, ec)) DT_USAGE(what, "is not a folder");
+  const std::string probe = (fs::path(dir_) / (".tmp-probe" + pid_suffix())).string();
+  const std::string why = write_file_synced(probe, "dtrain checkpoint-dir probe\n");
+  if (!why.empty()) DT_USAGE(what, "cannot create files in it: ", why);
+  ::unlink(probe.c_str());
+  struct statvfs st {};
+  if (::statvfs(dir_.c_str(), &st) != 0) DT_USAGE(what, "statvfs failed: ", std::strerror(errno));
+  const uint64_t free_bytes = uint64_t(st.f_bavail) * uint64_t(st.f_frsize);
+  if (free_bytes < need_bytes)
+    DT_USAGE(what, "only ", free_bytes, " bytes free, a checkpoint needs ", need_bytes);
+}
+
+int CheckpointStore::remove_stray_temporaries() const {
+  int removed = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir_, ec)) {
+    if (!e.path().filename().string().starts_with(".tmp-")) continue;
+    std::error_code rm;
+    if (fs::remove(e.path(), rm))
+      ++removed;
+    else if (rm)
+      log::warn("cannot remove stray temporary ", e.path().string(), ": ", rm.message());
+  }
+  return removed;
+}
+
+std::string CheckpointStore::write(int64_t step, const CheckpointState& s) const {
+  KillPoints kill;
+  const fs::path d(dir_);
+  const std::string name = checkpoint_file_name(step);
+  const std::string final_path = (d / name).string();
+  TempName tmp((d / (".tmp-" + name + pid_suffix())).string());
+  const std::string where = tmp.path();
+  write_checkpoint_file(where, s, [&] { kill.pass(); });
+  kill.pass();
+  fsync_path(where, false);
+  kill.pass();
+  tmp.rename_to(final_path);
+  kill.pass();
+  fsync_path(dir_, true);
+  kill.pass();
+
+  // `latest` replaced the same way; until its rename it still names the previous one.
+  TempName latest_tmp((d / (".tmp-latest" + pid_suffix())).string());
+  const std::string why = write_file_synced(latest_tmp.path(), name + "\n");
+  if (!why.empty()) DT_FAIL("cannot write ", latest_tmp.path(), ": ", why);
+  kill.pass();
+  latest_tmp.rename_to((d / "latest").string());
+  kill.pass();
+  fsync_path(dir_, true);
+  kill.pass();
+
+  // Pruning only after `latest` names the new file, and never that file. A
+  // failure here loses nothing (the checkpoint is durable): a warning.
+  std::vector<std::string> files = list();
+  const size_t keep = size_t(keep_last_);
+  for (size_t i = 0; i + keep < files.size(); ++i) {
+    if (files[i] == final_path) continue;
+    std::error_code ec;
+    if (!fs::remove(files[i], ec) && ec)
+      log::warn("cannot remove old checkpoint ", files[i], ": ", ec.message());
+  }
+  kill.pass();
+  return final_path;
+}
+
+std::vector<std::string> CheckpointStore::list() const {
+  std::vector<std::pair<int64_t, std::string>> found;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir_, ec)) {
+    int64_t step = 0;
+    if (parse_checkpoint_name(e.path().filename().string(), &step) && e.is_regular_file(ec))
+      found.emplace_back(step, e.path().string());
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> out;
+  for (auto& [step, path] : found) out.push_back(std::move(path));
+  return out;
+}
+
+std::string CheckpointStore::find_latest_valid(std::vector<std::string>* skipped) const {
+  auto skip = [&](const std::string& why) {
+    if (skipped) skipped->push_back(why);
+  };
+  auto valid = [&](const std::string& path) {
+    try {
+      read_checkpoint(path);
+      return true;
+    } catch (const UsageError& e) {
+      skip(e.what());  // names the file
+      return false;
+    }
+  };
+  const fs::path latest = fs::path(dir_) / "latest";
+  std::string tried;
+  std::error_code ec;
+  if (fs::exists(latest, ec)) {
+    std::FILE* f = std::fopen(latest.c_str(), "r");
+    char buf[256] = {};
+    const size_t n = f ? std::fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f) std::fclose(f);
+    std::string name(buf, n);
+    while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
+    int64_t step = 0;
+    if (!parse_checkpoint_name(name, &step)) {
+      skip(latest.string() + ": does not name a checkpoint file ('" + name + "')");
+    } else {
+      tried = (fs::path(dir_) / name).string();
+      if (valid(tried)) return tried;
+    }
+  }
+  const std::vector<std::string> files = list();
+  for (auto it = files.rbegin(); it != files.rend(); ++it)
+    if (*it != tried && valid(*it)) return *it;
+  return "";
+}
+
+int64_t open_hdf5_objects() { return H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_ALL); }
+
+}  // namespace dtrain::io
