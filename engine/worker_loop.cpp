@@ -130,7 +130,7 @@ bool WorkerLoop::run_epoch(int64_t first, TrainResult& result) {
     const bool epoch_end = s == spe - 1 || last;
     if (interval_.steps == job_.cfg.log_interval || epoch_end) end_interval(s, lr, result);
     if (epoch_end) end_epoch(seconds_since(epoch_start), result);
-    if (!boundary(s, epoch_end, result) || last) return false;
+    if (!boundary(epoch_end, result) || last) return false;
     if (epoch_end) return true;
   }
   return true;  // not reached: the epoch's last step returns above
@@ -138,15 +138,14 @@ bool WorkerLoop::run_epoch(int64_t first, TrainResult& result) {
 
 // Every worker passes the same boundaries in the same order, so the
 // agreement's collectives and the checkpoints' gathers match up.
-bool WorkerLoop::boundary(int64_t s, bool epoch_end, TrainResult& result) {
+bool WorkerLoop::boundary(bool epoch_end, TrainResult& result) {
   for (const CheckpointWritten& w : ckpt_.finished())
     recorder_.checkpoint(w.step, w.path, w.bytes, w.snapshot_s, w.write_s);
   const bool last = step_ >= job_.planned_steps();
-  const int64_t next_in_epoch = epoch_end ? 0 : s + 1;
   if (!ckpt_.enabled()) return true;
   if (last) {  // the run's end: its final state, for a later --epochs extension
     const auto t0 = Clock::now();
-    ckpt_.take(loop_state(next_in_epoch), ex_, /*final=*/false);
+    ckpt_.take(loop_state(), ex_, /*final=*/false);
     interval_.t_checkpoint += seconds_since(t0);
     return true;
   }
@@ -159,22 +158,24 @@ bool WorkerLoop::boundary(int64_t s, bool epoch_end, TrainResult& result) {
     if (job_.rank() == 0)
       log::info("dtrain: stop requested (", stop_signal() == SIGTERM ? "SIGTERM" : stop_signal() == SIGUSR1 ? "SIGUSR1" : "a signal on another rank",
                 "): checkpointing step ", step_, " and exiting with ", kExitRequeue, " (requeue)");
-    ckpt_.take(loop_state(next_in_epoch), ex_, /*final=*/true);
+    ckpt_.take(loop_state(), ex_, /*final=*/true);
     result.requeue = true;
     return false;
   }
   if ((agreed & 2u) || ckpt_.due_by_steps(step_, epoch_end)) {
-    ckpt_.take(loop_state(next_in_epoch), ex_, /*final=*/false);
+    ckpt_.take(loop_state(), ex_, /*final=*/false);
     interval_.t_checkpoint += seconds_since(t0);
   }
   return true;
 }
 
-LoopState WorkerLoop::loop_state(int64_t next_in_epoch) const {
+// The position of the next step follows from the steps done (every epoch has
+// steps_per_epoch steps), also after a run that ends inside an epoch.
+LoopState WorkerLoop::loop_state() const {
   LoopState st;
   st.step = step_;
-  st.epoch = next_in_epoch == 0 ? static_cast<int>(step_ / job_.steps_per_epoch()) : epoch_;
-  st.step_in_epoch = next_in_epoch;
+  st.epoch = static_cast<int>(step_ / job_.steps_per_epoch());
+  st.step_in_epoch = step_ % job_.steps_per_epoch();
   st.train_seconds = train_seconds_;
   st.nonfinite_skips = nonfinite_skips_;
   st.consecutive_skips = consecutive_skips_;

@@ -78,10 +78,10 @@ class WorkerLoop {
   void count_skip(bool skipped);
   // A step boundary: the agreement, and a checkpoint when one is due.
   // Returns false when the job stops here (requeue).
-  bool boundary(int64_t s, bool epoch_end, TrainResult& result);
+  bool boundary(bool epoch_end, TrainResult& result);
   void end_interval(int64_t s, float lr, TrainResult& result);
   void end_epoch(double epoch_time, TrainResult& result);
-  LoopState loop_state(int64_t next_in_epoch) const;
+  LoopState loop_state() const;
 
   TrainJob& job_;
   comm::Exchange* ex_;
