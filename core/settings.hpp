@@ -14,6 +14,10 @@
 //                         (raise SIGKILL on itself), stop (raise SIGSTOP)
 //   DTRAIN_CKPT_KILL_AT   test only: the checkpoint writer raises SIGKILL on
 //                         itself at its N-th kill point (io/checkpoint.hpp)
+//   DTRAIN_SIGNAL_AT_STEP test only: the rank DTRAIN_SIGNAL_RANK (default 0)
+//   DTRAIN_SIGNAL_RANK    raises DTRAIN_SIGNAL (USR1 default, or TERM) on
+//   DTRAIN_SIGNAL         itself at this step (a worker before it, a server in
+//                         its update): a stop request at a known step
 //   DTRAIN_TRACE_SAMPLES  test only: every worker appends "step i0 i1 …" (the
 //                         dataset indices of its minibatch) to <value>.<rank>
 //   DTRAIN_NONFINITE_AT_STEP test only: the worker of DTRAIN_NONFINITE_RANK
@@ -45,6 +49,9 @@ inline std::string fail_mode() { return get_or("DTRAIN_FAIL_MODE", "throw"); }
 inline std::optional<long> ckpt_kill_at() { return get_long("DTRAIN_CKPT_KILL_AT"); }
 inline std::optional<long> nonfinite_at_step() { return get_long("DTRAIN_NONFINITE_AT_STEP"); }
 inline std::optional<long> nonfinite_rank() { return get_long("DTRAIN_NONFINITE_RANK"); }
+inline std::optional<long> signal_at_step() { return get_long("DTRAIN_SIGNAL_AT_STEP"); }
+inline long signal_rank() { return get_long("DTRAIN_SIGNAL_RANK").value_or(0); }
+inline std::string signal_name() { return get_or("DTRAIN_SIGNAL", "USR1"); }
 inline std::optional<std::string> trace_samples() { return get("DTRAIN_TRACE_SAMPLES"); }
 inline std::optional<long> slurm_ntasks() { return get_long("SLURM_NTASKS"); }
 inline bool started_by_mpirun() { return get("OMPI_COMM_WORLD_SIZE").has_value(); }

@@ -2,8 +2,11 @@
 #include "engine/preemption.hpp"
 
 #include <csignal>
+#include <optional>
+#include <string>
 
 #include "core/error.hpp"
+#include "core/settings.hpp"
 
 namespace dtrain::engine {
 
@@ -24,6 +27,14 @@ void install_stop_handlers() {
 
 int stop_signal() { return g_stop_signal; }
 void request_stop(int sig) { on_stop_signal(sig); }
+
+void maybe_raise_test_signal(int64_t step, int world_rank) {
+  static const std::optional<long> at = settings::signal_at_step();
+  if (!at || *at != step || settings::signal_rank() != world_rank) return;
+  const std::string name = settings::signal_name();
+  DT_CHECK(name == "USR1" || name == "TERM", "DTRAIN_SIGNAL=", name, ": expected USR1 or TERM");
+  std::raise(name == "USR1" ? SIGUSR1 : SIGTERM);
+}
 
 StopAgreement::StopAgreement(MPI_Comm workers) {
   if (workers != MPI_COMM_NULL) DT_CHECK_MPI(MPI_Comm_dup(workers, &comm_));

@@ -27,6 +27,9 @@ void install_stop_handlers();
 int stop_signal();
 // Test only: as if `sig` had arrived.
 void request_stop(int sig);
+// Test only (DTRAIN_SIGNAL_AT_STEP, core/settings.hpp): raises the signal on
+// this process when `step` and `world_rank` are the ones named.
+void maybe_raise_test_signal(int64_t step, int world_rank);
 
 class StopAgreement {
  public:

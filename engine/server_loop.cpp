@@ -13,9 +13,15 @@ void ServerLoop::run() {
     if (job_.failures.hits_server(step, job_.rank()))
       DT_FAIL("injected failure at step ", step, " on parameter server ", job_.topo.server_index(),
               " (DTRAIN_FAIL_AT_STEP)");
+    if (b == first_begin_) maybe_raise_test_signal(step, job_.rank());
     job_.sgd->step(p, g, job_.schedule.at(step), b, e);
     last_step_ = step;
   };
+  for (const comm::Slice& sl : ex_.shard_map().slices())  // this server's first slice: once per step
+    if (sl.server == job_.topo.server_index()) {
+      first_begin_ = sl.begin;
+      break;
+    }
   hooks.clip_norm = job_.cfg.clip_grad_norm;
   hooks.signalled = [] { return stop_signal() != 0; };
   for (;;) {

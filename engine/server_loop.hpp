@@ -41,6 +41,7 @@ class ServerLoop {
   comm::Exchange& ex_;
   Checkpointer& ckpt_;
   bool requeue_ = false;
+  size_t first_begin_ = 0;  // where this server's first slice begins
   int64_t last_step_ = -1;  // none yet
 };
 

@@ -10,11 +10,16 @@
 // --save-params go through host copies on a device (download, upload).
 #include "engine/trainer.hpp"
 
+#include <cstdio>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "comm/exchange.hpp"
 #include "core/error.hpp"
 #include "engine/checkpoint.hpp"
+#include "engine/exit.hpp"
+#include "engine/tune.hpp"
 #include "engine/preemption.hpp"
 #include "engine/run_folder.hpp"
 #include "engine/server_loop.hpp"
@@ -66,9 +71,48 @@ void save_params(TrainJob& job, const std::string& path) {
   });
 }
 
+// FNV-1a of a text.
+uint64_t text_hash(const std::string& t) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : t) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// Every rank must run the same job: ranks started with different job files
+// or arguments (an MPMD launch, a node with another copy of the job file)
+// would run different collectives and hang. Each rank hashes its parsed job
+// (the keys a tuned job file holds, engine/tune.hpp, and the data paths);
+// rank 0 compares and names the first rank that differs (exit 2 on every rank).
+void check_same_job(const TrainConfig& cfg, MPI_Comm world) {
+  int size = 1, rank = 0;
+  DT_CHECK_MPI(MPI_Comm_size(world, &size));
+  DT_CHECK_MPI(MPI_Comm_rank(world, &rank));
+  if (size == 1) return;
+  struct Id {
+    uint64_t hash;
+    char host[64];
+  } mine{}, *all = nullptr;
+  mine.hash = text_hash(job_file_text(cfg) + "\n" + cfg.train_data + "\n" + cfg.test_data);
+  int len = 0;
+  char name[MPI_MAX_PROCESSOR_NAME];
+  MPI_Get_processor_name(name, &len);
+  std::snprintf(mine.host, sizeof mine.host, "%.63s", name);
+  std::vector<Id> ids(rank == 0 ? static_cast<size_t>(size) : 0);
+  all = rank == 0 ? ids.data() : nullptr;
+  DT_CHECK_MPI(MPI_Gather(&mine, sizeof(Id), MPI_BYTE, all, sizeof(Id), MPI_BYTE, 0, world));
+  rank0_usage_check(world, [&] {
+    for (int r = 1; r < size; ++r)
+      if (ids[static_cast<size_t>(r)].hash != ids[0].hash)
+        DT_USAGE("rank ", r, " on ", ids[static_cast<size_t>(r)].host, " runs another job than rank 0 on ",
+                 ids[0].host, ": its job file (", cfg.job.empty() ? std::string("none") : cfg.job,
+                 " on rank 0) or its arguments differ; every rank must be started with the same job");
+  });
+}
+
 }  // namespace
 
 TrainResult train(const TrainConfig& cfg, MPI_Comm world_comm) {
+  check_same_job(cfg, world_comm);
   TrainJob job(cfg, world_comm);
   // Checkpoint folder and resume file: checked (and read) before anything is
   // written, every rank failing with rank 0's message (exit 2).

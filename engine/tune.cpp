@@ -107,6 +107,14 @@ std::string job_file_text(const TrainConfig& c) {
   kv("wait-policy", wait_policy_option(c.wait_policy));
   num("comm-timeout", c.comm_timeout);
   num("log-interval", c.log_interval);
+  str("checkpoint-dir", c.checkpoint_dir);
+  num("checkpoint-every-steps", c.checkpoint_every_steps);
+  num("checkpoint-every-s", c.checkpoint_every_s);
+  kv("checkpoint-epoch-end", boolean(c.checkpoint_epoch_end));
+  num("checkpoint-keep", c.checkpoint_keep);
+  kv("on-nonfinite", nonfinite_policy_name(c.on_nonfinite));
+  num("max-nonfinite-skips", c.max_nonfinite_skips);
+  num("clip-grad-norm", c.clip_grad_norm);
   return o.str();
 }
 

@@ -113,12 +113,34 @@ void WorkerLoop::run(TrainResult& result) {
   ckpt_.wait();
   for (const CheckpointWritten& w : ckpt_.finished())
     recorder_.checkpoint(w.step, w.path, w.bytes, w.snapshot_s, w.write_s);
+  check_same_params();
   result.steps = step_;
   result.seconds = recorder_.elapsed();
   result.nonfinite_skips = nonfinite_skips_;
   const int64_t trained = step_ - from_.step;
   const double t = train_seconds_ - from_.train_seconds;
   result.images_per_s = t > 0 ? static_cast<double>(trained * job_.global_batch()) / t : 0.0;
+}
+
+// After the run: every worker must hold bitwise the same parameters (they
+// took the same updates, or skipped the same steps). Rank 0 compares a hash
+// of each worker's arena and names a worker that differs.
+void WorkerLoop::check_same_params() {
+  const int W = job_.topo.num_workers();
+  if (!ex_ || W == 1) return;
+  layers::Net& net = *job_.net;
+  uint64_t h = 1469598103934665603ull;
+  with_host_copy(*job_.backend, net.params().data(), net.num_params(), false, [&](float* p) {
+    const auto* b = reinterpret_cast<const unsigned char*>(p);
+    for (size_t i = 0; i < net.num_params() * sizeof(float); ++i) h = (h ^ b[i]) * 1099511628211ull;
+  });
+  std::vector<uint64_t> all(job_.rank() == 0 ? static_cast<size_t>(W) : 0);
+  DT_CHECK_MPI(MPI_Gather(&h, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, 0, job_.topo.workers()));
+  if (job_.rank() != 0) return;
+  for (int w = 1; w < W; ++w)
+    DT_CHECK(all[static_cast<size_t>(w)] == all[0], "after step ", step_, " worker ", w,
+             " holds other parameters than worker 0: the workers diverged (a bug: please report it)");
+  log::info("dtrain: parameters bitwise identical on all ", W, " workers");
 }
 
 bool WorkerLoop::run_epoch(int64_t first, TrainResult& result) {
@@ -185,6 +207,7 @@ LoopState WorkerLoop::loop_state() const {
 float WorkerLoop::train_step(int64_t s) {
   if (job_.failures.hits_worker(step_, job_.rank()))
     DT_FAIL("injected failure at step ", step_, " (DTRAIN_FAIL_AT_STEP)");
+  maybe_raise_test_signal(step_, job_.rank());
   const io::Batch& batch = loader_.next();  // blocks only when the loader fell behind
   DT_CHECK(batch.epoch == epoch_ && batch.step == s, "loader delivered (", batch.epoch, ", ", batch.step,
            ") for (", epoch_, ", ", s, ")");

@@ -82,6 +82,7 @@ class WorkerLoop {
   void end_interval(int64_t s, float lr, TrainResult& result);
   void end_epoch(double epoch_time, TrainResult& result);
   LoopState loop_state() const;
+  void check_same_params();
 
   TrainJob& job_;
   comm::Exchange* ex_;
