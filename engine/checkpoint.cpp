@@ -105,6 +105,13 @@ struct Checkpointer::Writer {
       std::rethrow_exception(e);
     }
   }
+  // The arrays of the last state written (empty before the first write ends).
+  io::CheckpointState take_spare() {
+    std::lock_guard<std::mutex> lk(mu);
+    io::CheckpointState s = std::move(spare);
+    spare = io::CheckpointState{};
+    return s;
+  }
   std::vector<CheckpointWritten> take_done() {
     std::lock_guard<std::mutex> lk(mu);
     std::vector<CheckpointWritten> d;
@@ -137,6 +144,7 @@ struct Checkpointer::Writer {
       w.write_s = now_s() - t0;
       lk.lock();
       busy = false;
+      spare = std::move(s);  // its arrays serve the next snapshot: no new allocation per checkpoint
       if (err) error = err;
       else done.push_back(w);
       cv.notify_all();
@@ -149,7 +157,7 @@ struct Checkpointer::Writer {
   bool quit = false, has_pending = false, busy = false;
   int64_t pending_step = 0;
   double pending_snapshot_s = 0;
-  io::CheckpointState pending;
+  io::CheckpointState pending, spare;
   std::exception_ptr error;
   std::vector<CheckpointWritten> done;
   std::thread thread;  // last: starts after the members above exist
@@ -354,8 +362,11 @@ void Checkpointer::take(const LoopState& st, comm::Exchange* ex, bool final) {
   const int W = job_.topo.num_workers();
   const bool rank0 = job_.rank() == 0;
 
-  io::CheckpointState s;
-  io::FloatArray params, momentum, buffers;
+  if (rank0 && !writer_) writer_ = std::make_unique<Writer>(*store_);
+  io::CheckpointState s = rank0 ? writer_->take_spare() : io::CheckpointState{};
+  io::FloatArray params = std::move(s.arrays["params"]), momentum = std::move(s.arrays["momentum"]),
+                 buffers = std::move(s.arrays["buffers"]);
+  s.arrays.clear();
   if (rank0) {
     params.shape = {static_cast<int64_t>(P)};
     momentum.shape = {static_cast<int64_t>(P)};
@@ -412,7 +423,6 @@ void Checkpointer::take(const LoopState& st, comm::Exchange* ex, bool final) {
                {"mode", comm::mode_name(cfg.mode)},
                {"lr_schedule", lr_schedule_name(cfg.lr_schedule)},
                {"rng", "counter-based: every stream is a function of (seed, epoch, sample) or (seed, step, worker)"}};
-  if (!writer_) writer_ = std::make_unique<Writer>(*store_);
   writer_->submit(st.step, std::move(s), now_s() - t0);
   if (final) writer_->wait_idle();
   last_time_ = now_s();

@@ -284,6 +284,9 @@ void write_checkpoint_file(const std::string& where, const CheckpointState& s,
   put_int(file.get(), "complete", 1, where);
   kill_point();
   if (H5Fclose(file.release()) < 0) DT_FAIL("closing ", where, " failed", h5_error_suffix());
+  // HDF5 keeps the memory of freed objects on its own free lists; a long run
+  // writes thousands of checkpoints, so hand it back after each.
+  H5garbage_collect();
 }
 
 CheckpointState read_checkpoint(const std::string& path) {

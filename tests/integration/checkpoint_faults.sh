@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# What goes wrong around checkpoints (docs/reliability.md): a dtrain process
+# SIGKILLed while writing one leaves the previous one loadable and its
+# temporaries are removed at the next start; bad checkpoint folders and files
+# are exit-2 errors naming them, with nothing written; an Inf in one worker's
+# gradient makes every rank skip that step (or, with abort, ends the run
+# naming it); memory and open HDF5 objects stay flat across epochs.
+source "$(dirname "$0")/lib.sh"
+D="$WORK/data"
+: "${COMPARE_CKPT:?path of dtrain_compare_checkpoints}"
+mp() { local np=$1; shift; timeout 300 mpirun -np "$np" --oversubscribe --bind-to none "$@"; }
+lenet=(--job "$SRC/jobs/fashion_lenet.ini" --train-data "$D/fashion-mnist-train.h5" --test-data "" --threads 1
+       --minibatch 16 --log-interval 1000 --metrics "" --checkpoint-epoch-end false)
+
+# --- 1. SIGKILL inside a checkpoint write (the writer thread of the real binary)
+"$DTRAIN" train "${lenet[@]}" --max-steps 30 --save-params kill.ref.h5 > kill.ref.log 2>&1 || fail "reference run"
+# A write of the 3 arrays passes 14 kill points; the second checkpoint (step 20) holds points 15-28.
+for point in 15 16 17 18 20 22 24 25 26 27 28; do
+  rm -rf "k$point"
+  rc=0
+  DTRAIN_CKPT_KILL_AT=$point "$DTRAIN" train "${lenet[@]}" --max-steps 30 --checkpoint-dir "k$point" \
+    --checkpoint-every-steps 10 --save-params "" > "k$point.log" 2>&1 || rc=$?
+  [ "$rc" = 137 ] || fail "kill point $point: exit $rc, wanted 137 (SIGKILL): $(tail -3 "k$point.log")"
+  "$DTRAIN" train "${lenet[@]}" --max-steps 30 --checkpoint-dir "k$point" --resume auto \
+    --save-params "k$point.h5" > "k$point.resume.log" 2>&1 || fail "kill point $point: resume failed: $(tail -3 "k$point.resume.log")"
+  from=$(sed -n 's/.*resuming from \([^:]*\):.*/\1/p' "k$point.resume.log")
+  case "$from" in */ckpt-0000000010.h5|*/ckpt-0000000020.h5) ;; *) fail "kill point $point: resumed from '$from'";; esac
+  if ls -a "k$point" | grep -q '^\.tmp-'; then fail "kill point $point: temporaries left: $(ls -a "k$point")"; fi
+  "$COMPARE" kill.ref.h5 "k$point.h5" 0 > /dev/null || fail "kill point $point: the resumed run ended elsewhere"
+  echo "ok: killed at write point $point → resumed from $(basename "$from"), temporaries removed, same final parameters"
+done
+
+# --- 2. bad folders and files: exit 2 naming them, nothing written
+touch afile
+before=$(find . | sort)
+expect_exit 2 "option 'checkpoint-dir'" -- "$DTRAIN" train "${lenet[@]}" --checkpoint-dir afile/ck
+expect_exit 2 "option 'checkpoint-dir'" -- "$DTRAIN" train "${lenet[@]}" --checkpoint-dir /proc/ck
+expect_exit 2 "option 'checkpoint-dir'" -- mp 3 "$DTRAIN" train "${lenet[@]}" --checkpoint-dir afile/ck
+if mkdir -p small && mount -t tmpfs -o size=256k tmpfs small 2>/dev/null; then
+  expect_exit 2 "free" -- "$DTRAIN" train "${lenet[@]}" --checkpoint-dir small/ck
+  umount small
+else
+  echo "SKIPPED-PART: cannot mount a small tmpfs here; the full-folder refusal was not checked"
+fi
+rmdir small 2>/dev/null || true
+after=$(find . | sort)
+[ "$before" = "$after" ] || fail "refused starts wrote: $(comm -13 <(echo "$before") <(echo "$after"))"
+# A folder with checkpoints of an earlier run is not reused silently.
+"$DTRAIN" train "${lenet[@]}" --max-steps 20 --checkpoint-dir old --checkpoint-every-steps 10 --save-params "" > /dev/null 2>&1
+expect_exit 2 "holds checkpoints of an earlier run" -- "$DTRAIN" train "${lenet[@]}" --checkpoint-dir old
+# Another model's checkpoint.
+expect_exit 2 "old/ckpt-0000000020.h5 is of model lenet5" -- "$DTRAIN" train --job "$SRC/jobs/fashion_resnet.ini" \
+  --train-data "$D/fashion-mnist-train.h5" --test-data "" --metrics "" --resume old/ckpt-0000000020.h5
+# A corrupt newest checkpoint: PATH is an error naming it; auto falls back to the previous one, saying so.
+cp -r old bad
+python3 - bad/ckpt-0000000020.h5 <<'PY'
+import sys
+p = sys.argv[1]
+b = bytearray(open(p, "rb").read())
+b[len(b) // 2] ^= 0xFF          # inside the parameters
+open(p, "wb").write(b)
+PY
+expect_exit 2 "bad/ckpt-0000000020.h5" -- "$DTRAIN" train "${lenet[@]}" --max-steps 30 --resume bad/ckpt-0000000020.h5
+out=$("$DTRAIN" train "${lenet[@]}" --max-steps 30 --checkpoint-dir bad --resume auto --save-params "" 2>&1) \
+  || fail "auto with a corrupt newest checkpoint failed: $out"
+grep -q "skipping bad/ckpt-0000000020.h5" <<<"$out" || fail "the corrupt checkpoint was not reported: $out"
+grep -q "resuming from bad/ckpt-0000000010.h5" <<<"$out" || fail "auto did not fall back to step 10: $out"
+echo "ok: a corrupt newest checkpoint: PATH refused naming it, auto fell back to the previous one and said so"
+# A truncated file.
+cp -r old cut && truncate -s 4000 cut/ckpt-0000000020.h5
+expect_exit 2 "cut/ckpt-0000000020.h5" -- "$DTRAIN" train "${lenet[@]}" --resume cut/ckpt-0000000020.h5
+# A job whose ranks were started with different arguments.
+expect_exit 2 "runs another job than rank 0" -- timeout 120 mpirun -np 2 --oversubscribe "$DTRAIN" train "${lenet[@]}" \
+  --max-steps 5 : -np 1 "$DTRAIN" train "${lenet[@]}" --max-steps 6
+
+# --- 3. an Inf in one worker's gradient at step 7
+for mode in allreduce hybrid; do
+  margs=(); np=4; inj=3
+  [ "$mode" = hybrid ] && { margs=(--mode hybrid --ps 1 --ranks-per-node 2); np=5; inj=2; }
+  out=$(DTRAIN_NONFINITE_AT_STEP=7 DTRAIN_NONFINITE_RANK=$inj mp $np "$DTRAIN" train "${lenet[@]}" "${margs[@]}" \
+        --max-steps 12 --checkpoint-dir "nf.$mode" --checkpoint-every-steps 1 --checkpoint-keep 20 --save-params "" 2>&1) \
+    || fail "$mode: the run with an Inf failed: $out"
+  grep -q "step 7: the summed gradient holds an Inf or NaN; every rank skipped the update" <<<"$out" || fail "$mode: no skip logged: $out"
+  grep -q "parameters bitwise identical on all 4 workers" <<<"$out" || fail "$mode: workers differ: $out"
+  # Step 7 skipped: the state after 8 steps is the state after 7 (params and momentum), all finite (else no checkpoint).
+  "$COMPARE_CKPT" "nf.$mode/ckpt-0000000007.h5" "nf.$mode/ckpt-0000000008.h5" params momentum > /dev/null \
+    || fail "$mode: step 7 changed the parameters or the momentum"
+  ! "$COMPARE_CKPT" "nf.$mode/ckpt-0000000008.h5" "nf.$mode/ckpt-0000000009.h5" params > /dev/null \
+    || fail "$mode: step 8 did not update"
+  echo "ok: $mode: an Inf in rank $inj's gradient at step 7 → every rank skipped step 7, identical finite parameters"
+done
+out=$(DTRAIN_NONFINITE_AT_STEP=7 DTRAIN_NONFINITE_RANK=1 mp 5 "$DTRAIN" train "${lenet[@]}" --mode ps --ps 1 \
+      --max-steps 12 --on-nonfinite abort --save-params "" 2>&1) && fail "abort: the run succeeded"
+grep -q "step 7 (epoch 1): the summed gradient holds an Inf or NaN and --on-nonfinite is abort" <<<"$out" \
+  || fail "abort: no message naming step 7: $out"
+n=$(grep -c "dtrain: error:" <<<"$out" || true)
+[ "$n" = 1 ] || fail "abort: the error was printed $n times"
+echo "ok: --on-nonfinite abort ends the run naming step 7, once"
+out=$(DTRAIN_NONFINITE_AT_STEP=3 mp 2 "$DTRAIN" train "${lenet[@]}" --max-steps 12 --max-nonfinite-skips 1 \
+      --save-params "" 2>&1) && fail "max-nonfinite-skips 1: the run succeeded"
+grep -q "max-nonfinite-skips 1" <<<"$out" || fail "max-nonfinite-skips: no message: $out"
+echo "ok: --max-nonfinite-skips ends a run that keeps skipping"
+
+# --- 4. memory and HDF5 objects stay flat with a checkpoint every epoch
+mp 5 "$DTRAIN" train --job "$SRC/jobs/fashion_lenet.ini" --train-data "$D/fashion-mnist-train.h5" --threads 1 \
+  --minibatch 16 --log-interval 1000 --mode hybrid --ps 1 --ranks-per-node 2 --max-train-samples 6400 --epochs 4 \
+  --checkpoint-dir mem.c --test-data "$D/fashion-mnist-test.h5" --max-test-samples 2000 \
+  --metrics mem.jsonl --save-params "" > mem.log 2>&1 || fail "memory run failed: $(tail -3 mem.log)"
+python3 - mem.jsonl <<'PY' || fail "memory or HDF5 objects grew"
+import json, sys
+ep = [r for r in map(json.loads, open(sys.argv[1])) if r.get("kind") == "epoch"]
+ck = [r for r in map(json.loads, open(sys.argv[1])) if r.get("kind") == "checkpoint"]
+r2, r3 = ep[1], ep[2]
+grow = (r3["rss_bytes"] - r2["rss_bytes"]) / r2["rss_bytes"]
+print(f"rss end of epoch 2 {r2['rss_bytes']/2**20:.1f} MiB, epoch 3 {r3['rss_bytes']/2**20:.1f} MiB ({100*grow:+.2f}%); "
+      f"open HDF5 objects {[r['hdf5_open_objects'] for r in ep]}; {len(ck)} checkpoints")
+assert len(ck) >= 3, "fewer checkpoints than epochs"
+assert grow <= 0.01, "resident memory grew by more than 1%"
+assert len({r["hdf5_open_objects"] for r in ep}) == 1, "the open HDF5 object count changed"
+PY
+echo "ok: memory flat across epochs with a checkpoint each"
