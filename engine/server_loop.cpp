@@ -11,11 +11,9 @@ void ServerLoop::run() {
   comm::ServeHooks hooks;
   hooks.rule = [this](float* p, const float* g, size_t b, size_t e, int64_t step) {
     job_.report_step(step);
-    if (job_.failures.hits_server(step, job_.rank())) {
-      job_.failures.kill_or_stop();
+    if (job_.failures.hits_server(step, job_.rank()) && job_.failures.fire())
       DT_FAIL("injected failure at step ", step, " on parameter server ", job_.topo.server_index(),
               " (DTRAIN_FAIL_AT_STEP)");
-    }
     if (b == first_begin_) maybe_raise_test_signal(step, job_.rank());
     job_.sgd->step(p, g, job_.schedule.at(step), b, e);
     last_step_ = step;

@@ -126,12 +126,13 @@ FailureInjection FailureInjection::from_settings(int world_size) {
   return f;
 }
 
-void FailureInjection::kill_or_stop() const {
-  if (mode == Mode::throw_error) return;
+bool FailureInjection::fire() const {
+  if (mode == Mode::throw_error) return true;
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   std::fflush(stdout);
   std::fflush(stderr);
   std::raise(mode == Mode::kill ? SIGKILL : SIGSTOP);
+  return false;
 }
 
 TrainJob::TrainJob(const TrainConfig& c, MPI_Comm world) : cfg(c), topo(world, topology_options(c, world)) {

@@ -36,7 +36,7 @@ namespace dtrain::engine {
 
 // DTRAIN_FAIL_AT_STEP / DTRAIN_FAIL_RANK / DTRAIN_FAIL_MODE (core/settings.hpp),
 // read once: the step at which a rank fails on purpose, and how (tests of the
-// failure path). At a hit the caller calls kill_or_stop(), then throws.
+// failure path). At a hit the caller throws when fire() says so.
 struct FailureInjection {
   enum class Mode { throw_error, kill, stop };
   std::optional<long> at_step;
@@ -46,10 +46,11 @@ struct FailureInjection {
   // Throws UsageError when DTRAIN_FAIL_RANK is not a rank of a `world_size`
   // job or DTRAIN_FAIL_MODE is not throw, kill or stop.
   static FailureInjection from_settings(int world_size);
-  // kill: raise(SIGKILL); stop: raise(SIGSTOP), and return if continued;
-  // throw: return. Both signals come 0.5 s after the call, so the heartbeat
-  // (comm/watchdog.hpp) has carried the step that failed.
-  void kill_or_stop() const;
+  // The failure, at a hit: throw → returns true (the caller throws); kill →
+  // raise(SIGKILL); stop → raise(SIGSTOP), then, if continued, returns false
+  // (the rank goes on, as after a pause). Either signal comes 0.5 s after the
+  // call, so the heartbeat (comm/watchdog.hpp) has carried the step first.
+  bool fire() const;
   bool hits_worker(int64_t step, int world_rank) const {
     return at_step && *at_step == step && (!rank || *rank == world_rank);
   }
