@@ -51,7 +51,7 @@ class Watchdog {
   // Throws UsageError when timeout_s <= period_s or period_s <= 0.
   Watchdog(MPI_Comm world, const std::string& role, const WatchdogOptions& o);
   // Says bye to the neighbours, stops the thread, frees the communicator: local,
-  // bounded (about 2 s at most, even when a neighbour is gone or stopped).
+  // bounded (2.5 s at most, even when a neighbour is gone or stopped).
   // Call before MPI_Finalize.
   ~Watchdog();
   Watchdog(const Watchdog&) = delete;
