@@ -8,8 +8,8 @@
 #include <sstream>
 #include <type_traits>
 
-#include "core/error.hpp"
 #include "comm/watchdog.hpp"  // kHeartbeatPeriodS
+#include "core/error.hpp"
 #include "core/format.hpp"
 #include "layers/models.hpp"
 
