@@ -11,7 +11,8 @@ set(DTRAIN_COMM_SOURCES
   comm/ps_server.cpp
   comm/device_binding.cpp
   comm/intra_node.cpp
-  comm/wait.cpp)
+  comm/wait.cpp
+  comm/watchdog.cpp)
 # The NCCL intra-node reducer: only when CUDA and NCCL are found (CMakeLists.txt
 # sets DTRAIN_HAVE_NCCL and links NCCL into dtrain_comm).
 if(DTRAIN_HAVE_NCCL)

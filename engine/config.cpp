@@ -8,6 +8,7 @@
 #include <sstream>
 #include <type_traits>
 
+#include "comm/watchdog.hpp"  // kHeartbeatPeriodS
 #include "core/error.hpp"
 #include "core/format.hpp"
 #include "layers/models.hpp"
@@ -130,6 +131,7 @@ struct Options {
       ("max-chunk-elems", def(&c.max_chunk_elems), "largest single transfer, elements")
       ("wait-policy", def(&wait_policy), "how ranks wait for messages: spin | sleep | auto (sleep when the node's ranks × threads exceed its cores)")
       ("comm-timeout", def(&c.comm_timeout), "seconds one step's exchange may take before the job is aborted as stalled (0: wait forever)")
+      ("heartbeat-timeout", def(&c.heartbeat_timeout), "seconds without a heartbeat from a rank (sent every second, whatever it computes) before the job is ended naming that rank: a killed, stopped or frozen process (0: off)")
       ("metrics", def(&c.metrics), "JSON Lines metrics file (rank 0): auto = metrics.jsonl in the run folder; \"\" = none; a file that exists is refused unless --overwrite true")
       ("log-interval", def(&c.log_interval), "steps between metric lines")
       ("save-params", def(&c.save_params), "the final parameters, HDF5: auto = params.h5 in the run folder; \"\" = none; a file that exists is refused unless --overwrite true")
@@ -192,6 +194,9 @@ void validate(TrainConfig& c, const Options& o) {
   need(std::isfinite(c.bucket_mb) && c.bucket_mb <= 4096, "bucket-mb", "must be <= 4096");
   c.wait_policy = parse_choice(kWaits, "wait-policy", o.wait_policy);
   need(std::isfinite(c.comm_timeout) && c.comm_timeout >= 0, "comm-timeout", "must be a number of seconds >= 0");
+  need(std::isfinite(c.heartbeat_timeout) && (c.heartbeat_timeout == 0 || c.heartbeat_timeout > comm::kHeartbeatPeriodS),
+       "heartbeat-timeout", "must be 0 (off) or more than the heartbeat period of ",
+       format::shortest(comm::kHeartbeatPeriodS), " s, got ", c.heartbeat_timeout);
   c.lr_schedule = parse_choice(kSchedules, "lr-schedule", o.lr_schedule);
   need(c.lr_schedule != LrKind::step || c.lr_step_epochs > 0.0f, "lr-step-epochs", "must be > 0 with lr-schedule = step");
   need(c.log_interval > 0, "log-interval", "must be > 0, got ", c.log_interval);

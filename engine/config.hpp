@@ -80,6 +80,7 @@ struct TrainConfig {
   int64_t max_chunk_elems = (int64_t{1} << 31) - 1;  // every transfer is cut below this
   std::optional<comm::WaitPolicy> wait_policy;  // spin | sleep; nullopt = auto (comm/wait.hpp)
   double comm_timeout = 600;  // seconds a step's exchange may take before the job is aborted (0 = none)
+  double heartbeat_timeout = 30;  // seconds a rank may miss heartbeats before the job is ended (0 = off; comm/watchdog.hpp)
 
   // Outputs (engine/run_folder.hpp): "auto" = into this run's own folder
   // RUNS_DIR/<run-name>/<n>/; "" = none; a path = that file (refused if it

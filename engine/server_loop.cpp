@@ -10,7 +10,8 @@ namespace dtrain::engine {
 void ServerLoop::run() {
   comm::ServeHooks hooks;
   hooks.rule = [this](float* p, const float* g, size_t b, size_t e, int64_t step) {
-    if (job_.failures.hits_server(step, job_.rank()))
+    job_.report_step(step);
+    if (job_.failures.hits_server(step, job_.rank()) && job_.failures.fire())
       DT_FAIL("injected failure at step ", step, " on parameter server ", job_.topo.server_index(),
               " (DTRAIN_FAIL_AT_STEP)");
     if (b == first_begin_) maybe_raise_test_signal(step, job_.rank());

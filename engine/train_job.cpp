@@ -6,7 +6,10 @@
 // minibatch against the training set, schedule, failure injection, mode.
 #include "engine/train_job.hpp"
 
+#include <chrono>
 #include <cmath>
+#include <csignal>
+#include <cstdio>
 #include <thread>
 
 #include "comm/device_binding.hpp"
@@ -116,7 +119,20 @@ FailureInjection FailureInjection::from_settings(int world_size) {
   FailureInjection f{settings::fail_at_step(), settings::fail_rank()};
   if (f.rank && (*f.rank < 0 || *f.rank >= world_size))
     DT_USAGE("DTRAIN_FAIL_RANK=", *f.rank, " is not a rank of this ", world_size, "-rank job");
+  const std::string mode = settings::fail_mode();
+  if (mode == "kill") f.mode = Mode::kill;
+  else if (mode == "stop") f.mode = Mode::stop;
+  else if (mode != "throw") DT_USAGE("DTRAIN_FAIL_MODE='", mode, "' is not throw, kill or stop");
   return f;
+}
+
+bool FailureInjection::fire() const {
+  if (mode == Mode::throw_error) return true;
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::raise(mode == Mode::kill ? SIGKILL : SIGSTOP);
+  return false;
 }
 
 TrainJob::TrainJob(const TrainConfig& c, MPI_Comm world) : cfg(c), topo(world, topology_options(c, world)) {

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "comm/topology.hpp"
+#include "comm/watchdog.hpp"
 #include "engine/config.hpp"
 #include "io/hdf5_dataset.hpp"
 #include "io/sampler.hpp"
@@ -33,14 +34,23 @@
 
 namespace dtrain::engine {
 
-// DTRAIN_FAIL_AT_STEP / DTRAIN_FAIL_RANK (core/settings.hpp), read once: the
-// step at which a rank fails on purpose (tests of the failure path).
+// DTRAIN_FAIL_AT_STEP / DTRAIN_FAIL_RANK / DTRAIN_FAIL_MODE (core/settings.hpp),
+// read once: the step at which a rank fails on purpose, and how (tests of the
+// failure path). At a hit the caller throws when fire() says so.
 struct FailureInjection {
+  enum class Mode { throw_error, kill, stop };
   std::optional<long> at_step;
   std::optional<long> rank;  // none: every worker (servers only when named)
+  Mode mode = Mode::throw_error;
 
-  // Throws UsageError when DTRAIN_FAIL_RANK is not a rank of a `world_size` job.
+  // Throws UsageError when DTRAIN_FAIL_RANK is not a rank of a `world_size`
+  // job or DTRAIN_FAIL_MODE is not throw, kill or stop.
   static FailureInjection from_settings(int world_size);
+  // The failure, at a hit: throw → returns true (the caller throws); kill →
+  // raise(SIGKILL); stop → raise(SIGSTOP), then, if continued, returns false
+  // (the rank goes on, as after a pause). Either signal comes 0.5 s after the
+  // call, so the heartbeat (comm/watchdog.hpp) has carried the step first.
+  bool fire() const;
   bool hits_worker(int64_t step, int world_rank) const {
     return at_step && *at_step == step && (!rank || *rank == world_rank);
   }
@@ -73,6 +83,12 @@ class TrainJob {
   layers::LrSchedule schedule;       // total_steps: the steps this run takes (max-steps applied)
   std::unique_ptr<layers::Sgd> sgd;  // momentum state of the whole arena
   FailureInjection failures;
+  comm::Watchdog* watchdog = nullptr;  // set by train() while its liveness ring runs (null: none)
+
+  // The step this rank is at, for the watchdog's heartbeats.
+  void report_step(int64_t step) const {
+    if (watchdog) watchdog->set_step(step);
+  }
 
   int rank() const { return topo.rank(); }
   bool on_device() const { return backend->discrete_memory(); }

@@ -2,9 +2,10 @@
 // parameters, handing the loop to its role.
 //
 // Phases: the TrainJob (validation: every usage error, on every rank), a
-// barrier, rank 0's run folder (engine/run_folder.hpp), the exchange (every
-// rank but in a 1-rank job) with the start-up broadcast of rank 0's
-// parameters, then the role: a ServerLoop on the parameter servers, a
+// barrier, the liveness ring (comm/watchdog.hpp, --heartbeat-timeout; every
+// rank but in a 1-rank job), rank 0's run folder (engine/run_folder.hpp), the
+// exchange (every rank but in a 1-rank job) with the start-up broadcast of
+// rank 0's parameters, then the role: a ServerLoop on the parameter servers, a
 // WorkerLoop (with its Evaluator and RunRecorder) on the workers; last, rank 0
 // saves the parameters and buffers (--save-params). Start-up broadcast and
 // --save-params go through host copies on a device (download, upload).
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "comm/exchange.hpp"
+#include "comm/watchdog.hpp"
 #include "core/error.hpp"
 #include "engine/checkpoint.hpp"
 #include "engine/exit.hpp"
@@ -126,6 +128,15 @@ TrainResult train(const TrainConfig& cfg, MPI_Comm world_comm) {
   // (a rank that failed is in the exit agreement, engine/exit.hpp, and never
   // reaches this barrier: the job ends without a run folder).
   DT_CHECK_MPI(MPI_Barrier(world_comm));
+  // The liveness ring (comm/watchdog.hpp) from here to the end: a rank killed,
+  // stopped or frozen from now on ends the job, named.
+  std::unique_ptr<comm::Watchdog> watchdog;
+  if (job.world_size > 1 && cfg.heartbeat_timeout > 0) {
+    comm::WatchdogOptions wo;
+    wo.timeout_s = cfg.heartbeat_timeout;
+    watchdog = std::make_unique<comm::Watchdog>(world_comm, comm::role_name(job.topo), wo);
+    job.watchdog = watchdog.get();
+  }
   TrainResult result;
   RunOutputs out;
   if (job.rank() == 0) {

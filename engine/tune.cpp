@@ -106,6 +106,7 @@ std::string job_file_text(const TrainConfig& c) {
   num("max-chunk-elems", c.max_chunk_elems);
   kv("wait-policy", wait_policy_option(c.wait_policy));
   num("comm-timeout", c.comm_timeout);
+  num("heartbeat-timeout", c.heartbeat_timeout);
   num("log-interval", c.log_interval);
   str("checkpoint-dir", c.checkpoint_dir);
   num("checkpoint-every-steps", c.checkpoint_every_steps);

@@ -205,7 +205,8 @@ LoopState WorkerLoop::loop_state() const {
 }
 
 float WorkerLoop::train_step(int64_t s) {
-  if (job_.failures.hits_worker(step_, job_.rank()))
+  job_.report_step(step_);
+  if (job_.failures.hits_worker(step_, job_.rank()) && job_.failures.fire())
     DT_FAIL("injected failure at step ", step_, " (DTRAIN_FAIL_AT_STEP)");
   maybe_raise_test_signal(step_, job_.rank());
   const io::Batch& batch = loader_.next();  // blocks only when the loader fell behind

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Dead and stuck ranks (issue 14): a worker SIGKILLed at step 5, a server
+# SIGKILLed at step 7 and a server SIGSTOPped at step 3 each end a 5-rank
+# hybrid job within 60 s with a non-zero exit and a message naming the rank,
+# leaving no process behind. A SIGKILLed rank cannot speak: under mpirun, Open
+# MPI names it ("process rank R ... exited on signal 9"); under a launcher that
+# does not end the job when one rank dies (emulated with Open MPI's
+# orte_abort_on_non_zero_status=0, as srun without --kill-on-bad-exit), the
+# watchdog (comm/watchdog.hpp) names it, with role, host and step, as it does
+# for a stopped rank. A normal run with a 2 s heartbeat timeout, whose ranks
+# finish at different times, raises no false alarm.
+source "$(dirname "$0")/lib.sh"
+D="$WORK/data"
+host=$(hostname)
+base=(--job "$SRC/jobs/fashion_lenet.ini" --train-data "$D/fashion-mnist-train.h5" --test-data ""
+      --metrics "" --threads 1 --log-interval 1000 --minibatch 16)
+args=("${base[@]}" --mode hybrid --ps 1 --ranks-per-node 2 --comm-timeout 300)
+
+# run_failing NAME STEP RANK MODE [mpirun options] -- [dtrain options]: runs the
+# job with that injected failure; sets $out (its output) and $took (seconds);
+# fails unless it exited non-zero within 60 s and left no process behind.
+run_failing() {
+  local name=$1 step=$2 rank=$3 mode=$4; shift 4
+  local mpi=() rc=0
+  while [ "$1" != "--" ]; do mpi+=("$1"); shift; done
+  shift
+  local start; start=$(date +%s.%N)
+  out=$(DTRAIN_FAIL_AT_STEP=$step DTRAIN_FAIL_RANK=$rank DTRAIN_FAIL_MODE=$mode timeout 120 \
+        mpirun -np 5 --oversubscribe --bind-to none "${mpi[@]}" "$DTRAIN" train "${args[@]}" --save-params "" "$@" 2>&1) || rc=$?
+  took=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+  echo "$out" | grep -v '^dtrain: model' | grep . | head -4
+  [ "$rc" != 0 ] || fail "$name: the job exited 0: $out"
+  [ "$rc" != 124 ] || fail "$name: the job hung (killed by timeout after 120 s): $out"
+  awk -v t="$took" 'BEGIN { exit !(t <= 60) }' || fail "$name: the job took $took s to end"
+  sleep 1
+  if pgrep -f "$DTRAIN train" >/dev/null; then
+    pkill -KILL -f "$DTRAIN train"
+    fail "$name: processes left behind"
+  fi
+  echo "ok: $name: exit $rc after $took s, nothing left behind"
+}
+
+# The watchdog's one line, naming rank, role, host and step, printed once.
+expect_watchdog() {
+  local name=$1 rank=$2 role=$3 step=$4
+  grep -qE "^dtrain: error: rank $rank \\($role on $host\\) stopped responding: no heartbeat for [0-9.]+ s \\(its last step: $step\\); ending the job$" <<<"$out" \
+    || fail "$name: no watchdog message naming rank $rank ($role on $host) at step $step: $out"
+  local n; n=$(grep -c "dtrain: error:" <<<"$out" || true)
+  [ "$n" = 1 ] || fail "$name: $n error messages, wanted one: $out"
+}
+
+# (a) A worker SIGKILLed at step 5.
+run_failing "worker 1 killed" 5 1 kill --
+grep -qE "process rank 1 with PID [0-9]+ on node $host exited on signal 9" <<<"$out" \
+  || fail "Open MPI did not name rank 1: $out"
+run_failing "worker 1 killed, the launcher going on" 5 1 kill --mca orte_abort_on_non_zero_status 0 -- \
+  --heartbeat-timeout 5
+expect_watchdog "worker 1 killed" 1 "worker 1" 5
+
+# (b) A parameter server SIGKILLed at step 7.
+run_failing "server killed" 7 4 kill --
+grep -qE "process rank 4 with PID [0-9]+ on node $host exited on signal 9" <<<"$out" \
+  || fail "Open MPI did not name rank 4: $out"
+run_failing "server killed, the launcher going on" 7 4 kill --mca orte_abort_on_non_zero_status 0 -- \
+  --heartbeat-timeout 5
+expect_watchdog "server killed" 4 "parameter server 0" 7
+
+# (c) A parameter server SIGSTOPped at step 3: only the watchdog can tell (the
+# step timeout, 300 s here, is far away).
+run_failing "server stopped" 3 4 stop -- --heartbeat-timeout 10
+expect_watchdog "server stopped" 4 "parameter server 0" 3
+awk -v t="$took" 'BEGIN { exit !(t >= 10) }' || fail "the stopped server was reported after $took s, before the 10 s timeout"
+
+# No false alarm: a 2 s timeout, rank 0 saving the parameters after the
+# others left.
+out=$(timeout 120 mpirun -np 5 --oversubscribe --bind-to none "$DTRAIN" train "${args[@]}" --max-steps 30 \
+      --save-params params.h5 --heartbeat-timeout 2 2>&1) || fail "a normal run failed: $out"
+grep -q "stopped responding" <<<"$out" && fail "false alarm: $out"
+echo "ok: a normal run with --heartbeat-timeout 2 ended without an alarm"
+
+# Bad settings are usage errors naming the setting.
+expect_exit 2 "DTRAIN_FAIL_MODE='hang' is not throw, kill or stop" -- \
+  env DTRAIN_FAIL_AT_STEP=1 DTRAIN_FAIL_MODE=hang "$DTRAIN" train "${base[@]}" --save-params ""
+expect_exit 2 "option 'heartbeat-timeout'" -- "$DTRAIN" train "${base[@]}" --save-params "" --heartbeat-timeout 0.5
+expect_exit 2 "option 'heartbeat-timeout'" -- "$DTRAIN" train "${base[@]}" --save-params "" --heartbeat-timeout -1
