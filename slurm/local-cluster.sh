@@ -24,8 +24,11 @@
 # select/cons_tres; MpiDefault=pmix (pmi2 does not work with Debian's OpenMPI);
 # the node is NodeName=localhost NodeAddr=127.0.0.1 with the machine's CPUs,
 # sockets and cores, and slurmd runs with -N localhost; MailProg=/bin/true.
-# More tasks than cores needs `--overcommit` on sbatch/srun.
-# Environment: DTRAIN_SLURM_PARTITION (default "local"), DTRAIN_SLURM_KEEP.
+# More tasks than cores needs `--overcommit` on sbatch/srun. A requeued job
+# may start again cred_expire + 1 s after its requeue (Slurm's default
+# cred_expire is 120 s; here 15 s, DTRAIN_SLURM_CRED_EXPIRE, at least 5).
+# Environment: DTRAIN_SLURM_PARTITION (default "local"), DTRAIN_SLURM_KEEP,
+# DTRAIN_SLURM_CRED_EXPIRE.
 set -euo pipefail
 
 cmd=${1:-}
@@ -115,7 +118,7 @@ SlurmUser=$user
 SlurmdUser=$user
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket=$sock
+AuthInfo=socket=$sock,cred_expire=${DTRAIN_SLURM_CRED_EXPIRE:-15}
 StateSaveLocation=$d/ctld
 SlurmdSpoolDir=$d/spool
 SlurmctldPidFile=$d/slurmctld.pid

@@ -9,3 +9,13 @@ set_tests_properties(it_slurm PROPERTIES
   TIMEOUT 900
   FIXTURES_REQUIRED fashion_data
   RUN_SERIAL TRUE)
+# Preemption and requeue under the same local Slurm: train.sbatch signalled
+# mid-run (USR1, TERM then USR1, TERM to the steps), requeued, resumed, and
+# bitwise equal to an uninterrupted run (tests/integration/slurm_requeue.sh).
+add_test(NAME it_slurm_requeue COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/slurm_requeue.sh)
+set_tests_properties(it_slurm_requeue PROPERTIES
+  ENVIRONMENT "${DTRAIN_IT_ENV}"
+  LABELS slurm
+  TIMEOUT 900
+  FIXTURES_REQUIRED fashion_data
+  RUN_SERIAL TRUE)

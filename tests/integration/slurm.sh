@@ -16,62 +16,20 @@ D="$WORK/data"
 T="$WORK/slurm"
 rm -rf "$T"
 mkdir -p "$T"
-t_start=$SECONDS
-# The test's own deadline, below ctest's TIMEOUT (900 s), so that a hang ends
-# through the EXIT trap (which stops the cluster) and not by ctest's kill.
-deadline=$((SECONDS + ${DTRAIN_SLURM_TEST_BUDGET:-600}))
-export PATH="$PATH:/usr/sbin"
-
-for prog in munged slurmctld slurmd sbatch srun scontrol mpirun; do
-  command -v "$prog" >/dev/null ||
-    fail "$prog not found: install Debian's slurm-wlm and munge (scripts/setup-deps.sh)"
-done
+source "$IT_DIR/slurm_lib.sh"
+slurm_test_start "slurm test" "${DTRAIN_SLURM_TEST_BUDGET:-600}"
 /usr/bin/python3 -c 'import matplotlib' 2>/dev/null ||
   fail "/usr/bin/python3 cannot import matplotlib: install python3-matplotlib (scripts/setup-deps.sh)"
 [ -s "$D/fashion-mnist-train.h5" ] || fail "no $D/fashion-mnist-train.h5 (the it_data_convert fixture makes it)"
-
-state=""
-cleanup() {
-  local rc=$?
-  if [ -n "$state" ]; then
-    if [ "$rc" != 0 ] && [ -d "$state/log" ]; then
-      echo "--- slurmctld/slurmd logs (last lines) ---" >&2
-      tail -n 15 "$state/log/slurmctld.log" "$state/log/slurmd.log" >&2 2>/dev/null || true
-    fi
-    bash "$SRC/slurm/local-cluster.sh" stop "$state" || true
-  fi
-  echo "slurm test: $(( SECONDS - t_start )) s, exit $rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-state=$(mktemp -d "${TMPDIR:-/tmp}/dtrain-slurm-test.XXXXXX")
-env_line=$(bash "$SRC/slurm/local-cluster.sh" start "$state") ||
-  fail "the local Slurm cluster did not start (see the message above)"
-eval "$env_line"
-echo "ok: local cluster up ($SLURM_CONF)"
+slurm_cluster_up mpirun
 
 export DTRAIN
 cd "$SRC" || fail "no $SRC"
 data=(--train-data "$D/fashion-mnist-train.h5" --test-data "$D/fashion-mnist-test.h5")
 nosave=(--save-params "")  # no run folders in the source tree (jobs run from it)
-
-# wait_job ID: waits until the job has ended (at most until the deadline);
-# prints "STATE EXITCODE".
-wait_job() {
-  local id=$1 line st ec
-  while [ "$SECONDS" -lt "$deadline" ]; do
-    line=$(scontrol show job -o "$id" 2>/dev/null) || fail "job $id vanished from the controller"
-    st=$(sed -nE 's/.*JobState=([A-Z_]+).*/\1/p' <<<"$line")
-    ec=$(sed -nE 's/.* ExitCode=([0-9]+:[0-9]+).*/\1/p' <<<"$line")
-    case "$st" in
-      PENDING|CONFIGURING|RUNNING|COMPLETING|REQUEUED|RESIZING|SUSPENDED) sleep 2 ;;
-      *) echo "$st $ec"; return 0 ;;
-    esac
-  done
-  scancel "$id" 2>/dev/null || true
-  fail "job $id still not finished at the test's deadline ($(( SECONDS - t_start )) s)"
-}
+# Nor checkpoint folders: train.sbatch's default is checkpoints/ under the
+# submit folder (tests/integration/slurm_requeue.sh tests it).
+export DTRAIN_CHECKPOINT_DIR=""
 
 # check_run NAME ID: the job completed, printed its layout and result, and
 # its metrics hold step records and an accurate enough final epoch.
