@@ -115,4 +115,6 @@ void wait_one(MPI_Request& req) {
 }
 
 }  // namespace detail
+void wait_request(MPI_Request& req) { detail::wait_one(req); }
+
 }  // namespace dtrain::comm

@@ -49,6 +49,10 @@ inline constexpr double kSleepMaxS = 200e-6;  // longest sleep between two polls
 // timer's slack) in *period_s.
 double measure_poll_cost(int polls, double* period_s);
 
+// MPI_Wait under the process's policy, for callers outside comm/ (the
+// engine's stop agreement, engine/preemption.hpp).
+void wait_request(MPI_Request& req);
+
 namespace detail {
 // Like MPI_Waitall / MPI_Waitsome / MPI_Wait, under the process's policy.
 // wait_all clears `reqs`. wait_some fills idx[0..count) with the indices of

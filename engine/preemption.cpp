@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "comm/wait.hpp"
 #include "core/error.hpp"
 #include "core/settings.hpp"
 
@@ -48,21 +49,20 @@ StopAgreement::~StopAgreement() {
   if (req_ == MPI_REQUEST_NULL) MPI_Comm_free(&comm_);
 }
 
-bool StopAgreement::poll(bool local) {
+uint32_t StopAgreement::poll(uint32_t local) {
   if (comm_ == MPI_COMM_NULL) return local;
-  bool stop = false;
+  uint32_t agreed = 0;
   if (req_ != MPI_REQUEST_NULL) {
-    DT_CHECK_MPI(MPI_Wait(&req_, MPI_STATUS_IGNORE));
-    stop = recv_ != 0;
+    comm::wait_request(req_);  // spins or sleeps as the process's wait policy says (comm/wait.hpp)
+    agreed = recv_;
   }
-  if (stop) return true;
-  send_ = local ? 1 : 0;
-  DT_CHECK_MPI(MPI_Iallreduce(&send_, &recv_, 1, MPI_INT32_T, MPI_MAX, comm_, &req_));
-  return false;
+  send_ = local;
+  DT_CHECK_MPI(MPI_Iallreduce(&send_, &recv_, 1, MPI_UINT32_T, MPI_BOR, comm_, &req_));
+  return agreed;
 }
 
 void StopAgreement::finish() {
-  if (req_ != MPI_REQUEST_NULL) DT_CHECK_MPI(MPI_Wait(&req_, MPI_STATUS_IGNORE));
+  if (req_ != MPI_REQUEST_NULL) comm::wait_request(req_);
 }
 
 }  // namespace dtrain::engine

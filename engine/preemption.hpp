@@ -6,7 +6,7 @@
 // mid-backward. The training loop polls the flag at step boundaries.
 //
 // Agreement (StopAgreement, over the workers): at every step boundary each
-// worker starts a non-blocking MPI_MAX allreduce of its flag (its own signal,
+// worker starts a non-blocking MPI_BOR allreduce of its flags (its own signal,
 // or a server's reported in the step's status, comm::StepTimes) and completes
 // the one started at the previous boundary. Every worker thus learns the same
 // OR at the same boundary, one step after the earliest request, without a
@@ -41,15 +41,18 @@ class StopAgreement {
   StopAgreement& operator=(const StopAgreement&) = delete;
 
   // At a step boundary, on every worker (collective, in the same order):
-  // contributes `local` and returns whether the job stops here.
-  bool poll(bool local);
+  // contributes the bits `local` and returns the OR over the workers of the
+  // bits contributed at the previous boundary (0 at the first). The caller
+  // gives the bits their meaning (engine/worker_loop.cpp: stop, checkpoint
+  // due by time). In a 1-rank job: `local` itself, at once.
+  uint32_t poll(uint32_t local);
   // Before leaving normally: completes the reduction in flight.
   void finish();
 
  private:
   MPI_Comm comm_ = MPI_COMM_NULL;
   MPI_Request req_ = MPI_REQUEST_NULL;
-  int32_t send_ = 0, recv_ = 0;
+  uint32_t send_ = 0, recv_ = 0;
 };
 
 }  // namespace dtrain::engine

@@ -172,8 +172,10 @@ bool WorkerLoop::boundary(bool epoch_end, TrainResult& result) {
     return true;
   }
   // Bits: 1 = a stop request (this rank or a server), 2 = rank 0's clock says a checkpoint is due.
-  const uint32_t local = (stop_signal() != 0 || peer_signalled_ ? 1u : 0u) |
-                         (job_.rank() == 0 && ckpt_.due_by_time() ? 2u : 0u);
+  // Rank 0 asks once per due time (the checkpoint follows one boundary later).
+  const bool ask_time = job_.rank() == 0 && !time_asked_ && ckpt_.due_by_time();
+  time_asked_ |= ask_time;
+  const uint32_t local = (stop_signal() != 0 || peer_signalled_ ? 1u : 0u) | (ask_time ? 2u : 0u);
   const uint32_t agreed = agreement_.poll(local);
   const auto t0 = Clock::now();
   if (agreed & 1u) {
@@ -186,6 +188,7 @@ bool WorkerLoop::boundary(bool epoch_end, TrainResult& result) {
   }
   if ((agreed & 2u) || ckpt_.due_by_steps(step_, epoch_end)) {
     ckpt_.take(loop_state(), ex_, /*final=*/false);
+    time_asked_ = false;  // the clock restarts with this checkpoint
     interval_.t_checkpoint += seconds_since(t0);
   }
   return true;

@@ -30,6 +30,16 @@ for point in 15 16 17 18 20 22 24 25 26 27 28; do
   echo "ok: killed at write point $point → resumed from $(basename "$from"), temporaries removed, same final parameters"
 done
 
+# --- 1b. checkpoints by time: rank 0's clock, agreed by every worker; the run still ends with 0
+out=$(mp 3 "$DTRAIN" train "${lenet[@]}" --max-steps 1500 --checkpoint-dir timed --checkpoint-every-s 0.5 \
+      --checkpoint-keep 100 --save-params "" 2>&1) || fail "timed checkpoints: the run failed: $out"
+n=$(grep -c "^checkpoint of step" <<<"$out") || true
+secs=$(sed -n 's/.*finished [0-9]* steps in [0-9]* epoch(s), \([0-9.]*\) s.*/\1/p' <<<"$out")
+[ "$n" -ge 3 ] || fail "timed checkpoints: $n in $secs s with --checkpoint-every-s 0.5: $out"
+python3 -c "import sys; n, s = int(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if n <= s / 0.5 + 2 else 1)" "$n" "$secs" \
+  || fail "timed checkpoints: $n in $secs s, more than one per 0.5 s"
+echo "ok: --checkpoint-every-s 0.5: $n checkpoints in $secs s, exit 0"
+
 # --- 2. bad folders and files: exit 2 naming them, nothing written
 touch afile
 before=$(find . | sort)
