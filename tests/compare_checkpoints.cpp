@@ -4,7 +4,9 @@
 // Both files are read and verified (crc32 per array); the arrays named (all
 // of A's when none is named) must have the same shape and the same bytes.
 // Prints one line per array; exits 0 when all are equal, 1 when one differs,
-// 2 when a file does not read. Also prints each file's step.
+// 2 when a file does not read. Also prints each file's step, and for an array
+// that differs the L2 norm of the difference (the clipping test reads it).
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -47,7 +49,12 @@ int main(int argc, char** argv) {
       const bool same = ia->second.shape == ib->second.shape && first == x.size();
       if (same) std::printf("%s: %zu values, bitwise equal\n", n.c_str(), x.size());
       else if (ia->second.shape != ib->second.shape) std::printf("%s: shapes differ\n", n.c_str());
-      else std::printf("%s: differs first at index %zu (%.9g vs %.9g)\n", n.c_str(), first, x[first], y[first]);
+      else {
+        double d2 = 0;
+        for (size_t i = 0; i < x.size(); ++i) d2 += (static_cast<double>(x[i]) - y[i]) * (static_cast<double>(x[i]) - y[i]);
+        std::printf("%s: differs first at index %zu (%.9g vs %.9g); L2 norm of the difference %.9g\n", n.c_str(),
+                    first, x[first], y[first], std::sqrt(d2));
+      }
       differ += same ? 0 : 1;
     }
     return differ == 0 ? 0 : 1;

@@ -111,6 +111,21 @@ out=$(DTRAIN_NONFINITE_AT_STEP=3 mp 2 "$DTRAIN" train "${lenet[@]}" --max-steps 
 grep -q "max-nonfinite-skips 1" <<<"$out" || fail "max-nonfinite-skips: no message: $out"
 echo "ok: --max-nonfinite-skips ends a run that keeps skipping"
 
+# --- 3b. global-norm clipping: with momentum and weight decay off, one step moves the
+#     parameters by exactly lr · min(‖g‖, C); C far below ‖g‖ makes that lr · C.
+for layout in "1" "5 --mode ps --ps 2"; do
+  set -- $layout
+  np=$1; shift
+  mp "$np" "$DTRAIN" train "${lenet[@]}" "$@" --minibatch 16 --max-steps 3 --lr 0.1 --lr-schedule constant \
+    --warmup-epochs 0 --momentum 0 --weight-decay 0 --clip-grad-norm 1e-4 --checkpoint-dir "clip.$np" \
+    --checkpoint-every-steps 1 --save-params "" > "clip.$np.log" 2>&1 || fail "clip ($layout): run failed"
+  d=$("$COMPARE_CKPT" "clip.$np/ckpt-0000000002.h5" "clip.$np/ckpt-0000000003.h5" params \
+      | sed -n 's/.*L2 norm of the difference \(.*\)/\1/p')
+  python3 -c "import sys; d = float(sys.argv[1]); sys.exit(0 if abs(d - 1e-5) < 1e-8 else 1)" "${d:-0}" \
+    || fail "clip ($layout): one step moved the parameters by ${d:-?}, wanted lr · C = 1e-5"
+  echo "ok: --clip-grad-norm 1e-4 ($np rank(s)$([ "$np" = 5 ] && echo ", ps with 2 servers")): a step moved the parameters by $d (lr · C = 1e-5)"
+done
+
 # --- 4. memory and HDF5 objects stay flat with a checkpoint every epoch
 mp 5 "$DTRAIN" train --job "$SRC/jobs/fashion_lenet.ini" --train-data "$D/fashion-mnist-train.h5" --threads 1 \
   --minibatch 16 --log-interval 1000 --mode hybrid --ps 1 --ranks-per-node 2 --max-train-samples 6400 --epochs 4 \
