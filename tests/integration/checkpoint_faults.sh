@@ -116,11 +116,11 @@ echo "ok: --max-nonfinite-skips ends a run that keeps skipping"
 for layout in "1" "5 --mode ps --ps 2"; do
   set -- $layout
   np=$1; shift
-  mp "$np" "$DTRAIN" train "${lenet[@]}" "$@" --minibatch 16 --max-steps 3 --lr 0.1 --lr-schedule constant \
+  mp "$np" "$DTRAIN" train "${lenet[@]}" "$@" --max-steps 3 --lr 0.1 --lr-schedule constant \
     --warmup-epochs 0 --momentum 0 --weight-decay 0 --clip-grad-norm 1e-4 --checkpoint-dir "clip.$np" \
     --checkpoint-every-steps 1 --save-params "" > "clip.$np.log" 2>&1 || fail "clip ($layout): run failed"
   d=$("$COMPARE_CKPT" "clip.$np/ckpt-0000000002.h5" "clip.$np/ckpt-0000000003.h5" params \
-      | sed -n 's/.*L2 norm of the difference \(.*\)/\1/p')
+      | sed -n 's/.*L2 norm of the difference \(.*\)/\1/p' || true)  # exits 1: the arrays differ
   python3 -c "import sys; d = float(sys.argv[1]); sys.exit(0 if abs(d - 1e-5) < 1e-8 else 1)" "${d:-0}" \
     || fail "clip ($layout): one step moved the parameters by ${d:-?}, wanted lr · C = 1e-5"
   echo "ok: --clip-grad-norm 1e-4 ($np rank(s)$([ "$np" = 5 ] && echo ", ps with 2 servers")): a step moved the parameters by $d (lr · C = 1e-5)"
