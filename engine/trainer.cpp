@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "comm/exchange.hpp"
+#include "comm/wait.hpp"
 #include "comm/watchdog.hpp"
 #include "core/error.hpp"
 #include "engine/checkpoint.hpp"
@@ -160,9 +161,16 @@ TrainResult train(const TrainConfig& cfg, MPI_Comm world_comm) {
     }
     if (!result.requeue && !out.save_params.empty() && job.rank() == 0) save_params(job, out.save_params);
   }
-  // A stop on a signal: nobody leaves before rank 0's checkpoint is on disk
-  // (a failed write aborts the job instead, and then no rank exits "requeue me").
-  if (result.requeue) DT_CHECK_MPI(MPI_Barrier(world_comm));
+  // Every rank leaves together, after rank 0's last files (parameters, the
+  // final checkpoint) are on disk: on a stop, no rank exits "requeue me" before
+  // the checkpoint exists (a failed write aborts the job instead); and the
+  // watchdog watches every rank to the end, so a rank 0 that freezes in its
+  // last write is named rather than leaving the others in MPI_Finalize. The
+  // barrier waits under the wait policy: ranks that finished early do not spin
+  // on cores rank 0 still computes on.
+  MPI_Request done = MPI_REQUEST_NULL;
+  DT_CHECK_MPI(MPI_Ibarrier(world_comm, &done));
+  comm::wait_request(done);
   return result;
 }
 
