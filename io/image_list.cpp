@@ -8,7 +8,6 @@
 #include <set>
 #include <sstream>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "core/error.hpp"
 #include "core/format.hpp"

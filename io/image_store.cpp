@@ -35,14 +35,9 @@ class PlainFile {
   // (a resumed run), -1: created empty.
   void open(const std::string& path, int64_t keep_bytes) {
     path_ = path;
-    const int flags = keep_bytes < 0 ? (O_RDWR | O_CREAT | O_TRUNC) : O_RDWR;
+    const int flags = keep_bytes < 0 ? (O_RDWR | O_CREAT | O_TRUNC) : (O_RDWR | O_CREAT);
     fd_ = ::open(path.c_str(), flags | O_CLOEXEC, 0644);
-    if (fd_ < 0) {
-      if (keep_bytes >= 0 && errno == ENOENT)
-        DT_USAGE(path, ": missing, but the partial output says ", keep_bytes,
-                 " bytes of it were written; remove the partial files to start over");
-      DT_FAIL("cannot open ", path, ": ", std::strerror(errno));
-    }
+    if (fd_ < 0) DT_FAIL("cannot open ", path, ": ", std::strerror(errno));
     if (keep_bytes >= 0) {
       const off_t size = ::lseek(fd_, 0, SEEK_END);
       if (size < keep_bytes)

@@ -216,7 +216,7 @@ std::string ImageFolderSummary::describe() const {
     os << " (jpeg q" << quality << ", shorter side " << size << ")";
   os << ", " << classes << " classes, " << skipped << " skipped (listed in " << report_path << ")";
   char b[160];
-  std::snprintf(b, sizeof b, "; %.1f MB (%.1f KB/image); %lld inputs in %.1f s, %.0f images/s with %d threads",
+  std::snprintf(b, sizeof b, "; %.1f MB (%.1f KB/image); %lld inputs in %.1f s, %.0f images/s with %d thread(s)",
                 double(file_bytes) / 1e6, stored > 0 ? double(file_bytes) / 1e3 / double(stored) : 0.0,
                 static_cast<long long>(inputs - resumed_from), seconds, images_per_s, threads);
   os << b;

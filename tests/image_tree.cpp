@@ -228,7 +228,8 @@ const Special kSpecials[] = {
 
 }  // namespace
 
-ImageTree write_image_tree(const std::string& dir, const std::string& fashion_dir, int per_class, int val) {
+ImageTree write_image_tree(const std::string& dir, const std::string& fashion_dir, int per_class, int val,
+                           const std::string& only_kind) {
   io::init_vips();
   Source src(fashion_dir);
   ImageTree t;
@@ -241,7 +242,7 @@ ImageTree write_image_tree(const std::string& dir, const std::string& fashion_di
   fs::create_directories(t.val_root);
   for (int cls = 0; cls < 10; ++cls)
     for (int j = 0; j < per_class; ++j) {
-      const std::string& kind = kOrdinary[size_t((cls + j) % int(kOrdinary.size()))];
+      const std::string& kind = only_kind.empty() ? kOrdinary[size_t((cls + j) % int(kOrdinary.size()))] : only_kind;
       char name[64];
       std::snprintf(name, sizeof name, "img_%02d_%03d.%s", cls, j, kind.rfind("png", 0) == 0 ? "png" : "JPEG");
       const std::string rel = kClassNames[size_t(cls)] + "/" + name;

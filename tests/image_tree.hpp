@@ -41,6 +41,9 @@ struct ImageTree {
 
 // Writes the tree (dir must not exist or be empty). per_class: ordinary train
 // images per class (the odd and bad files come on top); val: validation images.
-ImageTree write_image_tree(const std::string& dir, const std::string& fashion_dir, int per_class, int val);
+// kind: "" = the ordinary kinds in turn; else every ordinary train image is of
+// this kind (e.g. "jpeg 300x200", for throughput measurements).
+ImageTree write_image_tree(const std::string& dir, const std::string& fashion_dir, int per_class, int val,
+                           const std::string& kind = "");
 
 }  // namespace dtrain::test
