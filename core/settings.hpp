@@ -23,6 +23,10 @@
 //   DTRAIN_NONFINITE_AT_STEP test only: the worker of DTRAIN_NONFINITE_RANK
 //   DTRAIN_NONFINITE_RANK (world rank, default 0) writes +Inf into its
 //                         gradient at this step
+//   DTRAIN_CONVERT_KILL_AT test only: `dtrain data imagefolder` raises SIGKILL
+//                         on itself in the first checkpoint at which this run
+//                         has stored at least this many images, after writing
+//                         them and before recording them (io/image_store.hpp)
 //   SLURM_NTASKS          checked against the MPI world size (comm/) when srun
 //                         started the ranks (not under mpirun, see below)
 //   OMPI_COMM_WORLD_SIZE  set by OpenMPI's mpirun for the processes it starts:
@@ -52,6 +56,7 @@ inline std::optional<long> nonfinite_rank() { return get_long("DTRAIN_NONFINITE_
 inline std::optional<long> signal_at_step() { return get_long("DTRAIN_SIGNAL_AT_STEP"); }
 inline long signal_rank() { return get_long("DTRAIN_SIGNAL_RANK").value_or(0); }
 inline std::string signal_name() { return get_or("DTRAIN_SIGNAL", "USR1"); }
+inline std::optional<long> convert_kill_at() { return get_long("DTRAIN_CONVERT_KILL_AT"); }
 inline std::optional<std::string> trace_samples() { return get("DTRAIN_TRACE_SAMPLES"); }
 inline std::optional<long> slurm_ntasks() { return get_long("SLURM_NTASKS"); }
 inline bool started_by_mpirun() { return get("OMPI_COMM_WORLD_SIZE").has_value(); }

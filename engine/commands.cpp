@@ -18,6 +18,7 @@
 #include "engine/report.hpp"
 #include "engine/trainer.hpp"
 #include "io/idx.hpp"
+#include "io/imagefolder.hpp"
 #include "io/synth.hpp"
 #include "layers/models.hpp"
 
@@ -36,6 +37,7 @@ std::string usage() {
   return "usage: dtrain <command> [options]\n"
          "  train   train a model: dtrain train --job jobs/fashion_lenet.ini [--key value ...]\n"
          "  data    make datasets: dtrain data fashion-mnist --out DIR | dtrain data synth --shape 224x224x3 --n N --out F\n"
+         "          | dtrain data imagefolder --root DIR --out F --store raw|jpeg --size S [--labels FILE]\n"
          "  model   describe a model: dtrain model --name resnet50\n"
          "  tune    choose minibatch and PS count: [mpirun -np R] dtrain tune --job J --nodes n --workers-per-node g\n"
          "  report  predicted vs measured: dtrain report --metrics run1.jsonl [...] [--profile tuned.ini.profile.json]\n"
@@ -75,14 +77,17 @@ int cmd_train(const std::vector<std::string>& args) {
 }
 
 int cmd_data(const std::vector<std::string>& args) {
-  std::string what, out, src, shape;
-  int64_t n = 0;
-  int classes = 1000;
+  std::string what, out, src, shape, root, labels, class_table, store;
+  int64_t n = 0, checkpoint_every = 0;
+  int classes = 1000, size = 0, quality = 90, threads = 0;
   uint64_t seed = 1;
   bool overwrite = false;
   po::options_description desc(
       "dtrain data fashion-mnist --out DIR [--src DIR]\n"
-      "dtrain data synth --shape HxWxC --n N --classes K --out FILE [--seed S]");
+      "dtrain data synth --shape HxWxC --n N --classes K --out FILE [--seed S]\n"
+      "dtrain data imagefolder --root DIR --out FILE --store raw|jpeg --size S [--labels FILE]\n"
+      "    [--class-table TRAIN.h5] [--quality Q] [--threads T] [--checkpoint-every N]\n"
+      "  (docs/data-formats.md; an interrupted imagefolder run continues when the same command is run again)");
   desc.add_options()("help,h", "this help")("what", po::value(&what), "dataset: fashion-mnist | synth")(
       "out", po::value(&out), "output folder (fashion-mnist, default $DTRAIN_DATA_DIR or data) or file (synth)")(
       "src", po::value(&src)->default_value(settings::fashion_dir()), "folder with the gzipped IDX files")(
@@ -90,6 +95,15 @@ int cmd_data(const std::vector<std::string>& args) {
       "n", po::value(&n), "synth: number of samples")(
       "classes", po::value(&classes)->default_value(1000), "synth: number of classes")(
       "seed", po::value(&seed)->default_value(1), "synth: content seed")(
+      "root", po::value(&root), "imagefolder: the image folder (one subfolder per class, or flat with --labels)")(
+      "labels", po::value(&labels), "imagefolder: a file of 'NAME CLASS' lines (CLASS: a name or a 0-based index)")(
+      "class-table", po::value(&class_table), "imagefolder: take the class names and indices from this file's /class_names")(
+      "store", po::value(&store), "imagefolder: raw (S x S centre crop, uint8) | jpeg (shorter side S, re-encoded)")(
+      "size", po::value(&size), "imagefolder: S, the stored (shorter) side in pixels")(
+      "quality", po::value(&quality)->default_value(90), "imagefolder: JPEG quality of the jpeg store (1..100)")(
+      "threads", po::value(&threads)->default_value(0), "imagefolder: decode/resize threads (0: $SLURM_CPUS_PER_TASK or all cores)")(
+      "checkpoint-every", po::value(&checkpoint_every)->default_value(0),
+      "imagefolder: inputs between checkpoints of the partial output (0: 1000, or 64 MiB)")(
       "overwrite", po::value(&overwrite)->default_value(false, "false"), "replace output files that exist");
   po::positional_options_description pos;
   pos.add("what", 1);
@@ -98,7 +112,34 @@ int cmd_data(const std::vector<std::string>& args) {
     std::cout << desc;
     return kExitOk;
   }
-  if (what.empty()) DT_USAGE("dtrain data: which dataset? (fashion-mnist | synth; --help lists the options)");
+  if (what.empty()) DT_USAGE("dtrain data: which dataset? (fashion-mnist | synth | imagefolder; --help lists the options)");
+  if (what == "imagefolder") {
+    const char* w = "dtrain data imagefolder: ";
+    io::ImageFolderOptions o;
+    if (store == "raw") o.store = io::StoreLayout::raw;
+    else if (store == "jpeg") o.store = io::StoreLayout::jpeg;
+    else if (store.empty()) DT_USAGE(w, "option 'store' is required (raw | jpeg)");
+    else DT_USAGE(w, "option 'store': '", store, "' is not raw or jpeg");
+    if (!vm.count("size")) DT_USAGE(w, "option 'size' (the stored side S, e.g. 256) is required");
+    if (vm.count("labels") && labels.empty()) DT_USAGE(w, "option 'labels' is empty");
+    if (vm.count("class-table") && class_table.empty()) DT_USAGE(w, "option 'class-table' is empty");
+    o.root = root;
+    o.out = out;
+    o.labels = labels;
+    o.class_table = class_table;
+    o.size = size;
+    o.quality = quality;
+    o.threads = threads;
+    o.checkpoint_every = checkpoint_every;
+    if (!out.empty()) {
+      check_new_output(w, "out", out, overwrite);
+      check_new_output(w, "out", io::ImageStoreWriter::report_path(out), overwrite,
+                       "choose another file (the report of skipped files is FILE.skipped.txt)");
+    }
+    io::ImageFolderSummary s = io::convert_image_folder(o);
+    log::info(s.describe());
+    return kExitOk;
+  }
   if (what == "synth") {
     long long h = 0, w = 0, c = 0;
     char x1 = 0, x2 = 0;
@@ -114,7 +155,7 @@ int cmd_data(const std::vector<std::string>& args) {
     log::info(out, ": ", n, " synthetic images ", h, "x", w, "x", c, ", ", classes, " classes");
     return kExitOk;
   }
-  if (what != "fashion-mnist") DT_USAGE("dtrain data: unknown dataset '", what, "' (known: fashion-mnist, synth)");
+  if (what != "fashion-mnist") DT_USAGE("dtrain data: unknown dataset '", what, "' (known: fashion-mnist, synth, imagefolder)");
   if (vm.count("out") && out.empty()) DT_USAGE("dtrain data fashion-mnist: option 'out' is empty");
   if (out.empty()) out = settings::data_dir();
   for (const char* f : {"fashion-mnist-train.h5", "fashion-mnist-test.h5"})

@@ -118,11 +118,36 @@ H5TempFile::H5TempFile(const std::string& final_path)
   file_ = H5Id(f, H5Fclose);
 }
 
+H5TempFile::H5TempFile(const std::string& final_path, Resumable)
+    : final_path_(final_path), temp_path_(final_path + ".partial"), resumable_(true) {
+  quiet_h5_errors();
+  H5Id fapl = make_fapl_no_locking();
+  std::error_code ec;
+  if (fs::exists(temp_path_, ec)) {
+    hid_t f = H5Fopen(temp_path_.c_str(), H5F_ACC_RDWR, fapl.get());
+    if (f < 0)
+      DT_USAGE(temp_path_, ": cannot reopen the partial output of an earlier run", h5_error_suffix(),
+               "; remove it to start over");
+    file_ = H5Id(f, H5Fclose);
+    reopened_ = true;
+    return;
+  }
+  hid_t f = H5Fcreate(temp_path_.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, fapl.get());
+  if (f < 0) DT_FAIL("cannot create ", temp_path_, h5_error_suffix());
+  file_ = H5Id(f, H5Fclose);
+}
+
 H5TempFile::~H5TempFile() {
   if (committed_) return;
   file_.reset();
+  if (resumable_) return;  // kept for the next run
   std::error_code ec;
   fs::remove(temp_path_, ec);
+}
+
+void H5TempFile::flush(bool durable) {
+  if (H5Fflush(file_.get(), H5F_SCOPE_LOCAL) < 0) DT_FAIL("flushing ", temp_path_, " failed", h5_error_suffix());
+  if (durable) fsync_path(temp_path_, false);
 }
 
 void H5TempFile::commit() {
@@ -140,6 +165,143 @@ void H5TempFile::commit() {
   committed_ = true;
   fs::path dir = fs::path(final_path_).parent_path();
   fsync_path(dir.empty() ? std::string(".") : dir.string(), true);
+}
+
+}  // namespace dtrain::io
+
+// ---- attributes and string lists -------------------------------------------------
+
+namespace dtrain::io {
+
+namespace {
+void replace_attribute(hid_t loc, const char* name, hid_t ftype, hid_t space, hid_t mtype, const void* value) {
+  if (H5Aexists(loc, name) > 0) DT_H5(H5Adelete(loc, name));
+  H5Id attr(H5Acreate2(loc, name, ftype, space, H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  if (!attr.valid()) DT_FAIL("cannot create attribute '", name, "'", h5_error_suffix());
+  if (H5Awrite(attr.get(), mtype, value) < 0) DT_FAIL("writing attribute '", name, "' failed", h5_error_suffix());
+}
+
+H5Id open_attribute(hid_t loc, const std::string& path, const char* name) {
+  if (H5Aexists(loc, name) <= 0) DT_USAGE(path, ": attribute '", name, "' is missing");
+  H5Id attr(H5Aopen(loc, name, H5P_DEFAULT), H5Aclose);
+  if (!attr.valid()) DT_USAGE(path, ": attribute '", name, "': cannot open", h5_error_suffix());
+  return attr;
+}
+}  // namespace
+
+bool has_attribute(hid_t loc, const char* name) { return H5Aexists(loc, name) > 0; }
+
+void write_int_attribute(hid_t loc, const char* name, int64_t value) {
+  H5Id space(DT_H5(H5Screate(H5S_SCALAR)), H5Sclose);
+  replace_attribute(loc, name, H5T_STD_I64LE, space.get(), H5T_NATIVE_INT64, &value);
+}
+
+void write_ints_attribute(hid_t loc, const char* name, const std::vector<int64_t>& values) {
+  DT_CHECK(!values.empty(), "attribute '", name, "': no values");
+  hsize_t n = values.size();
+  H5Id space(DT_H5(H5Screate_simple(1, &n, nullptr)), H5Sclose);
+  replace_attribute(loc, name, H5T_STD_I64LE, space.get(), H5T_NATIVE_INT64, values.data());
+}
+
+void write_string_attribute(hid_t loc, const char* name, const std::string& value) {
+  DT_CHECK(!value.empty(), "attribute '", name, "': empty string");
+  H5Id type(DT_H5(H5Tcopy(H5T_C_S1)), H5Tclose);
+  DT_H5(H5Tset_size(type.get(), value.size()));
+  DT_H5(H5Tset_strpad(type.get(), H5T_STR_NULLPAD));
+  H5Id space(DT_H5(H5Screate(H5S_SCALAR)), H5Sclose);
+  replace_attribute(loc, name, type.get(), space.get(), type.get(), value.data());
+}
+
+int64_t read_int_attribute(hid_t loc, const std::string& path, const char* name) {
+  auto v = read_ints_attribute(loc, path, name);
+  if (v.size() != 1) DT_USAGE(path, ": attribute '", name, "': expected one integer, found ", v.size());
+  return v[0];
+}
+
+std::vector<int64_t> read_ints_attribute(hid_t loc, const std::string& path, const char* name) {
+  H5Id attr = open_attribute(loc, path, name);
+  H5Id type(DT_H5(H5Aget_type(attr.get())), H5Tclose);
+  H5Id space(DT_H5(H5Aget_space(attr.get())), H5Sclose);
+  if (H5Tget_class(type.get()) != H5T_INTEGER)
+    DT_USAGE(path, ": attribute '", name, "': ", h5_type_name(type.get()), ", expected integers");
+  const hssize_t n = H5Sget_simple_extent_npoints(space.get());
+  if (n <= 0) DT_USAGE(path, ": attribute '", name, "': empty");
+  std::vector<int64_t> v(static_cast<size_t>(n));
+  if (H5Aread(attr.get(), H5T_NATIVE_INT64, v.data()) < 0)
+    DT_USAGE(path, ": attribute '", name, "': cannot read", h5_error_suffix());
+  return v;
+}
+
+std::string read_string_attribute(hid_t loc, const std::string& path, const char* name) {
+  H5Id attr = open_attribute(loc, path, name);
+  H5Id type(DT_H5(H5Aget_type(attr.get())), H5Tclose);
+  if (H5Tget_class(type.get()) != H5T_STRING)
+    DT_USAGE(path, ": attribute '", name, "': ", h5_type_name(type.get()), ", expected a string");
+  if (H5Tis_variable_str(type.get()) > 0) {
+    H5Id mtype(DT_H5(H5Tcopy(H5T_C_S1)), H5Tclose);
+    DT_H5(H5Tset_size(mtype.get(), H5T_VARIABLE));
+    char* s = nullptr;
+    if (H5Aread(attr.get(), mtype.get(), &s) < 0)
+      DT_USAGE(path, ": attribute '", name, "': cannot read", h5_error_suffix());
+    std::string out = s ? s : "";
+    H5free_memory(s);
+    return out;
+  }
+  const size_t size = H5Tget_size(type.get());
+  std::string out(size, '\0');
+  if (H5Aread(attr.get(), type.get(), out.data()) < 0)
+    DT_USAGE(path, ": attribute '", name, "': cannot read", h5_error_suffix());
+  out.resize(std::strlen(out.c_str()));  // NULLPAD / NULLTERM padding
+  return out;
+}
+
+void write_string_list(hid_t loc, const char* name, const std::vector<std::string>& values) {
+  DT_CHECK(!values.empty(), "/", name, ": no strings");
+  H5Id type(DT_H5(H5Tcopy(H5T_C_S1)), H5Tclose);
+  DT_H5(H5Tset_size(type.get(), H5T_VARIABLE));
+  DT_H5(H5Tset_cset(type.get(), H5T_CSET_UTF8));
+  hsize_t n = values.size();
+  H5Id space(DT_H5(H5Screate_simple(1, &n, nullptr)), H5Sclose);
+  H5Id d(H5Dcreate2(loc, name, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose);
+  if (!d.valid()) DT_FAIL("cannot create /", name, h5_error_suffix());
+  std::vector<const char*> p;
+  for (const auto& v : values) p.push_back(v.c_str());
+  if (H5Dwrite(d.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, p.data()) < 0)
+    DT_FAIL("writing /", name, " failed", h5_error_suffix());
+}
+
+std::vector<std::string> read_string_list(hid_t loc, const std::string& path, const char* name) {
+  if (!h5_link_exists(loc, name)) DT_USAGE(path, ": /", name, ": dataset is missing");
+  H5Id d(H5Dopen2(loc, name, H5P_DEFAULT), H5Dclose);
+  if (!d.valid()) DT_USAGE(path, ": /", name, ": cannot open", h5_error_suffix());
+  H5Id ftype(DT_H5(H5Dget_type(d.get())), H5Tclose);
+  H5Id space(DT_H5(H5Dget_space(d.get())), H5Sclose);
+  if (H5Tget_class(ftype.get()) != H5T_STRING || H5Sget_simple_extent_ndims(space.get()) != 1)
+    DT_USAGE(path, ": /", name, ": expected a 1-D list of strings, found ", h5_type_name(ftype.get()));
+  const hssize_t n = H5Sget_simple_extent_npoints(space.get());
+  std::vector<std::string> out;
+  if (n <= 0) return out;
+  if (H5Tis_variable_str(ftype.get()) > 0) {
+    H5Id mtype(DT_H5(H5Tcopy(H5T_C_S1)), H5Tclose);
+    DT_H5(H5Tset_size(mtype.get(), H5T_VARIABLE));
+    DT_H5(H5Tset_cset(mtype.get(), H5Tget_cset(ftype.get())));
+    std::vector<char*> p(size_t(n), nullptr);
+    if (H5Dread(d.get(), mtype.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, p.data()) < 0)
+      DT_USAGE(path, ": /", name, ": cannot read", h5_error_suffix());
+    for (char* s : p) out.emplace_back(s ? s : "");
+    H5Dvlen_reclaim(mtype.get(), space.get(), H5P_DEFAULT, p.data());
+  } else {
+    const size_t size = H5Tget_size(ftype.get());
+    std::vector<char> buf(size * size_t(n));
+    if (H5Dread(d.get(), ftype.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()) < 0)
+      DT_USAGE(path, ": /", name, ": cannot read", h5_error_suffix());
+    for (hssize_t i = 0; i < n; ++i) {
+      std::string s(buf.data() + size_t(i) * size, size);
+      s.resize(std::strlen(s.c_str()));
+      out.push_back(std::move(s));
+    }
+  }
+  return out;
 }
 
 }  // namespace dtrain::io

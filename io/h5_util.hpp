@@ -19,7 +19,9 @@
 
 #include <hdf5.h>
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 // DT_CHECK_H5 with HDF5's own innermost message appended (io/ shorthand).
 #define DT_H5(call) DT_CHECK_H5(call, ::dtrain::io::h5_error_suffix())
@@ -83,6 +85,24 @@ bool h5_link_exists(hid_t loc, const char* name);
 // A readable name for an HDF5 datatype: "uint8", "int64", "float32", "string", ...
 std::string h5_type_name(hid_t type);
 
+// Small attributes and string lists (dtrain data imagefolder's files; docs/data-formats.md):
+//   - an int attribute is int64 (H5T_STD_I64LE) scalar, an int vector int64 1-D;
+//   - a string attribute is a fixed-length ASCII string of exactly its bytes
+//     (H5T_C_S1, NULLPAD), scalar; read_string_attribute also reads
+//     variable-length ones (h5py's default);
+//   - a string list is a 1-D dataset of variable-length UTF-8 strings.
+// Writers throw Error; readers throw UsageError naming `path` and the object.
+// write_* replace an attribute of the same name.
+void write_int_attribute(hid_t loc, const char* name, int64_t value);
+void write_ints_attribute(hid_t loc, const char* name, const std::vector<int64_t>& values);
+void write_string_attribute(hid_t loc, const char* name, const std::string& value);
+bool has_attribute(hid_t loc, const char* name);
+int64_t read_int_attribute(hid_t loc, const std::string& path, const char* name);
+std::vector<int64_t> read_ints_attribute(hid_t loc, const std::string& path, const char* name);
+std::string read_string_attribute(hid_t loc, const std::string& path, const char* name);
+void write_string_list(hid_t loc, const char* name, const std::vector<std::string>& values);
+std::vector<std::string> read_string_list(hid_t loc, const std::string& path, const char* name);
+
 // A file access property list with file locking off (caller owns it). HDF5
 // refuses to open a file twice in one process with different locking flags
 // ("file locking flag values don't match"), so every io/ open uses this one.
@@ -92,13 +112,23 @@ class H5TempFile {
  public:
   // Creates "<final_path>.tmp.<pid>" (truncating a stale one). Throws Error.
   explicit H5TempFile(const std::string& final_path);
-  // Not committed: closes and removes the temporary file.
+  // The resumable kind (dtrain data imagefolder): the temporary file is
+  // "<final_path>.partial"; an existing one is opened read-write (reopened()),
+  // else it is created. Not committed, it is closed and kept, so a later run
+  // can continue it. Throws UsageError when an existing one cannot be opened.
+  struct Resumable {};
+  H5TempFile(const std::string& final_path, Resumable);
+  // Not committed: closes the temporary file and removes it (the resumable
+  // kind: closes and keeps it).
   ~H5TempFile();
   H5TempFile(const H5TempFile&) = delete;
   H5TempFile& operator=(const H5TempFile&) = delete;
 
   hid_t id() const { return file_.get(); }
   const std::string& temp_path() const { return temp_path_; }
+  bool reopened() const { return reopened_; }
+  // H5Fflush; with `durable` also fsync, so what was written survives a crash.
+  void flush(bool durable);
   // Flushes and closes the file, fsyncs it, renames it to the final path and
   // fsyncs the directory. All objects opened in the file must be closed first.
   void commit();
@@ -108,6 +138,7 @@ class H5TempFile {
   std::string temp_path_;
   H5Id file_;
   bool committed_ = false;
+  bool resumable_ = false, reopened_ = false;
 };
 
 }  // namespace dtrain::io

@@ -25,9 +25,24 @@ int64_t images_chunk_samples(int64_t sample_bytes, int64_t n) {
 DatasetWriter::DatasetWriter(const std::string& path, int64_t n, int64_t h, int64_t w, int64_t c,
                              int classes, int compression, int64_t chunk_samples)
     : path_(path), n_(n), sample_bytes_(h * w * c), classes_(classes), file_(path) {
+  create(h, w, c, compression, chunk_samples);
+}
+
+DatasetWriter::DatasetWriter(const std::string& path, int64_t n, int64_t h, int64_t w, int64_t c,
+                             int classes, H5TempFile::Resumable r)
+    : path_(path), n_(n), sample_bytes_(h * w * c), classes_(classes), file_(path, r), resumable_(true) {
+  if (file_.reopened())
+    reopen(h, w, c);
+  else
+    create(h, w, c, 0, 0);
+}
+
+void DatasetWriter::create(int64_t h, int64_t w, int64_t c, int compression, int64_t chunk_samples) {
+  const int64_t n = n_;
+  const std::string& path = path_;
   DT_CHECK(n >= 1 && h >= 1 && w >= 1 && c >= 1, path, ": bad shape [", n, ", ", h, ", ", w, ", ",
            c, "]");
-  DT_CHECK(classes >= 1, path, ": classes must be > 0, got ", classes);
+  DT_CHECK(classes_ >= 1, path, ": classes must be > 0, got ", classes_);
   DT_CHECK(compression >= 0 && compression <= 9, path, ": compression level ", compression);
   const hid_t f = file_.id();
 
@@ -40,6 +55,8 @@ DatasetWriter::DatasetWriter(const std::string& path, int64_t n, int64_t h, int6
   DT_H5(H5Pset_chunk(dcpl.get(), 4, chunk));
   DT_H5(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER));  // every sample is written
   if (compression > 0) DT_H5(H5Pset_deflate(dcpl.get(), unsigned(compression)));
+  // Resumable: every chunk exists from the start, so writes touch no metadata.
+  if (resumable_) DT_H5(H5Pset_alloc_time(dcpl.get(), H5D_ALLOC_TIME_EARLY));
   images_ = H5Id(DT_CHECK_H5(H5Dcreate2(f, "images", H5T_STD_U8LE, space.get(), H5P_DEFAULT,
                                         dcpl.get(), H5P_DEFAULT),
                              path_, ": /images", h5_error_suffix()),
@@ -47,8 +64,14 @@ DatasetWriter::DatasetWriter(const std::string& path, int64_t n, int64_t h, int6
 
   hsize_t ldims[1] = {hsize_t(n)};
   H5Id lspace(DT_H5(H5Screate_simple(1, ldims, nullptr)), H5Sclose);
+  H5Id ldcpl(DT_H5(H5Pcreate(H5P_DATASET_CREATE)), H5Pclose);
+  if (resumable_) {  // chunked, so that commit(n_final) can shrink it
+    hsize_t lchunk[1] = {hsize_t(std::min<int64_t>(n, 1 << 16))};
+    DT_H5(H5Pset_chunk(ldcpl.get(), 1, lchunk));
+    DT_H5(H5Pset_alloc_time(ldcpl.get(), H5D_ALLOC_TIME_EARLY));
+  }
   labels_ = H5Id(DT_CHECK_H5(H5Dcreate2(f, "labels", H5T_STD_I32LE, lspace.get(), H5P_DEFAULT,
-                                        H5P_DEFAULT, H5P_DEFAULT),
+                                        ldcpl.get(), H5P_DEFAULT),
                              path_, ": /labels", h5_error_suffix()),
                  H5Dclose);
 
@@ -57,8 +80,26 @@ DatasetWriter::DatasetWriter(const std::string& path, int64_t n, int64_t h, int6
       DT_CHECK_H5(H5Acreate2(f, "classes", H5T_STD_I32LE, aspace.get(), H5P_DEFAULT, H5P_DEFAULT),
                   path_, ": attribute classes", h5_error_suffix()),
       H5Aclose);
-  const int32_t cls = classes;
+  const int32_t cls = classes_;
   DT_H5(H5Awrite(attr.get(), H5T_NATIVE_INT32, &cls));
+}
+
+void DatasetWriter::reopen(int64_t h, int64_t w, int64_t c) {
+  const hid_t f = file_.id();
+  const std::string& where = file_.temp_path();
+  for (const char* name : {"images", "labels"})
+    if (!h5_link_exists(f, name)) DT_USAGE(where, ": /", name, " is missing; remove the file to start over");
+  images_ = H5Id(DT_H5(H5Dopen2(f, "images", H5P_DEFAULT)), H5Dclose);
+  labels_ = H5Id(DT_H5(H5Dopen2(f, "labels", H5P_DEFAULT)), H5Dclose);
+  H5Id space(DT_H5(H5Dget_space(images_.get())), H5Sclose);
+  hsize_t dims[4] = {0, 0, 0, 0};
+  const bool ok = H5Sget_simple_extent_ndims(space.get()) == 4 &&
+                  H5Sget_simple_extent_dims(space.get(), dims, nullptr) == 4 && int64_t(dims[0]) == n_ &&
+                  int64_t(dims[1]) == h && int64_t(dims[2]) == w && int64_t(dims[3]) == c &&
+                  read_int_attribute(f, where, "classes") == classes_;
+  if (!ok)
+    DT_USAGE(where, ": holds [", dims[0], ", ", dims[1], ", ", dims[2], ", ", dims[3], "] images, not [", n_, ", ",
+             h, ", ", w, ", ", c, "] with ", classes_, " classes: left by another conversion; remove it to start over");
 }
 
 DatasetWriter::~DatasetWriter() {
@@ -102,10 +143,25 @@ void DatasetWriter::write(int64_t begin, int64_t count, std::span<const uint8_t>
 }
 
 void DatasetWriter::commit() {
-  DT_CHECK(written_ >= n_, path_, ": only ", written_, " of ", n_, " samples written");
+  if (!resumable_) DT_CHECK(written_ >= n_, path_, ": only ", written_, " of ", n_, " samples written");
   images_.reset();
   labels_.reset();
   file_.commit();
+}
+
+void DatasetWriter::commit(int64_t n_final) {
+  DT_CHECK(resumable_ || n_final == n_, path_, ": commit(", n_final, ") of a writer of ", n_, " samples");
+  DT_CHECK(n_final >= 1 && n_final <= n_, path_, ": commit(", n_final, ") outside [1, ", n_, "]");
+  if (n_final < n_) {
+    H5Id space(DT_H5(H5Dget_space(images_.get())), H5Sclose);
+    hsize_t dims[4];
+    H5Sget_simple_extent_dims(space.get(), dims, nullptr);
+    dims[0] = hsize_t(n_final);
+    DT_H5(H5Dset_extent(images_.get(), dims));
+    hsize_t ldims[1] = {hsize_t(n_final)};
+    DT_H5(H5Dset_extent(labels_.get(), ldims));
+  }
+  commit();
 }
 
 void write_dataset(const std::string& path, std::span<const uint8_t> images, int64_t n, int64_t h,

@@ -69,7 +69,16 @@ class DatasetWriter {
   // for benchmarks of bad layouts), capped at n.
   DatasetWriter(const std::string& path, int64_t n, int64_t h, int64_t w, int64_t c, int classes,
                 int compression = 0, int64_t chunk_samples = 0);
-  ~DatasetWriter();  // without commit(): the temporary file is removed
+  // The resumable kind (dtrain data imagefolder, io/image_store.hpp): the
+  // temporary file is "<path>.partial" (H5TempFile::Resumable) and outlives the
+  // writer; an existing one is reopened and must hold the same shape and
+  // classes (else UsageError). Space for all n samples is allocated when the
+  // file is created (H5D_ALLOC_TIME_EARLY; /labels is chunked too), so writing
+  // samples never changes the file's metadata: after flush(), a killed writer
+  // leaves a file that reopens with every flushed sample intact.
+  DatasetWriter(const std::string& path, int64_t n, int64_t h, int64_t w, int64_t c, int classes,
+                H5TempFile::Resumable);
+  ~DatasetWriter();  // without commit(): the temporary file is removed (resumable: kept)
   DatasetWriter(const DatasetWriter&) = delete;
   DatasetWriter& operator=(const DatasetWriter&) = delete;
 
@@ -79,6 +88,13 @@ class DatasetWriter {
              std::span<const int32_t> labels);
   // Makes the file durable and renames it to `path`.
   void commit();
+  // Resumable kind: keeps the first n_final ≤ n samples (H5Dset_extent), then
+  // commit(). Which samples were written is the caller's record.
+  void commit(int64_t n_final);
+
+  hid_t file() const { return file_.id(); }  // for the caller's own attributes
+  bool reopened() const { return file_.reopened(); }
+  void flush(bool durable) { file_.flush(durable); }
 
  private:
   std::string path_;
@@ -87,6 +103,10 @@ class DatasetWriter {
   H5TempFile file_;
   H5Id images_, labels_;
   int64_t written_ = 0;  // samples written (sum of counts)
+  bool resumable_ = false;
+
+  void create(int64_t h, int64_t w, int64_t c, int compression, int64_t chunk_samples);
+  void reopen(int64_t h, int64_t w, int64_t c);
 };
 
 // One-shot writer. images: [n, h, w, c] uint8 (n·h·w·c values); labels: [n].

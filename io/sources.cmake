@@ -7,6 +7,10 @@ set(DTRAIN_IO_SOURCES
   io/sampler.cpp
   io/batch.cpp
   io/synth.cpp
+  io/image_codec.cpp
+  io/image_list.cpp
+  io/image_store.cpp
+  io/imagefolder.cpp
   io/augment.cpp
   io/prefetcher.cpp
   io/checkpoint_file.cpp

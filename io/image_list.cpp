@@ -1,0 +1,170 @@
+// io/image_list.cpp — the file lists of `dtrain data imagefolder` (see image_list.hpp).
+#include "io/image_list.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+#include "core/error.hpp"
+#include "core/format.hpp"
+#include "io/h5_util.hpp"
+
+namespace dtrain::io {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+void check_root(const std::string& root) {
+  std::error_code ec;
+  if (!fs::exists(root, ec)) DT_USAGE(format::missing_path(root), ": no such folder (option 'root')");
+  if (!fs::is_directory(root, ec)) DT_USAGE(root, ": not a folder (option 'root')");
+}
+
+std::unordered_map<std::string, int32_t> index_of(const std::vector<std::string>& names) {
+  std::unordered_map<std::string, int32_t> m;
+  for (size_t i = 0; i < names.size(); ++i) m.emplace(names[i], int32_t(i));
+  return m;
+}
+
+bool all_digits(const std::string& s) {
+  return !s.empty() && s.size() <= 9 && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+}  // namespace
+
+ImageList list_class_tree(const std::string& root, const std::vector<std::string>& class_table) {
+  check_root(root);
+  ImageList list;
+  list.root = root;
+  std::vector<std::string> folders;
+  for (const auto& e : fs::directory_iterator(root)) {
+    const std::string name = e.path().filename().string();
+    if (e.is_directory()) folders.push_back(name);
+    else list.ignored.push_back(name);
+  }
+  std::sort(folders.begin(), folders.end());
+  std::sort(list.ignored.begin(), list.ignored.end());
+  if (folders.empty())
+    DT_USAGE(root, ": no class subfolders (a class tree has one subfolder per class; a flat folder needs --labels)");
+  if (class_table.empty()) {
+    list.class_names = folders;
+  } else {
+    list.class_names = class_table;
+    const auto idx = index_of(class_table);
+    for (const auto& f : folders)
+      if (!idx.count(f))
+        DT_USAGE(root, ": class folder '", f, "' is not in the class table (option 'class-table', ",
+                 class_table.size(), " classes)");
+  }
+  const auto idx = index_of(list.class_names);
+  // Sample order: class index, then path.
+  std::vector<std::pair<int32_t, std::string>> order;
+  for (const auto& f : folders) order.emplace_back(idx.at(f), f);
+  std::sort(order.begin(), order.end());
+  for (const auto& [label, folder] : order) {
+    std::vector<std::string> files;
+    const auto opts = fs::directory_options::follow_directory_symlink;
+    for (auto it = fs::recursive_directory_iterator(fs::path(root) / folder, opts); it != fs::recursive_directory_iterator(); ++it)
+      if (it->is_regular_file()) files.push_back(fs::relative(it->path(), root).generic_string());
+    std::sort(files.begin(), files.end());
+    for (auto& f : files) {
+      list.files.push_back(std::move(f));
+      list.labels.push_back(label);
+    }
+  }
+  if (list.files.empty()) DT_USAGE(root, ": no images under it (", folders.size(), " class folders, all empty)");
+  return list;
+}
+
+ImageList list_labelled_folder(const std::string& root, const std::string& labels_file,
+                               const std::vector<std::string>& class_table) {
+  check_root(root);
+  std::error_code ec;
+  if (!fs::is_regular_file(labels_file, ec))
+    DT_USAGE(format::missing_path(labels_file), ": no such file (option 'labels')");
+  std::ifstream in(labels_file);
+  if (!in) DT_USAGE(labels_file, ": cannot open (option 'labels')");
+  struct Line {
+    std::string name, cls;
+    int number;
+  };
+  std::vector<Line> lines;
+  std::string text;
+  for (int number = 1; std::getline(in, text); ++number) {
+    if (!text.empty() && text.back() == '\r') text.pop_back();
+    const auto first = text.find_first_not_of(" \t");
+    if (first == std::string::npos || text[first] == '#') continue;
+    std::string name, cls, extra;
+    std::istringstream is(text);
+    is >> name >> cls >> extra;
+    if (cls.empty() && std::count(name.begin(), name.end(), ',') == 1) {  // "name,class"
+      const auto comma = name.find(',');
+      cls = name.substr(comma + 1);
+      name = name.substr(0, comma);
+    }
+    if (name.empty() || cls.empty() || !extra.empty())
+      DT_USAGE(labels_file, ":", number, ": expected 'NAME CLASS', found '", text, "'");
+    lines.push_back({name, cls, number});
+  }
+  if (lines.empty()) DT_USAGE(labels_file, ": no 'NAME CLASS' lines (option 'labels')");
+
+  ImageList list;
+  list.root = root;
+  const bool by_index = std::all_of(lines.begin(), lines.end(), [](const Line& l) { return all_digits(l.cls); });
+  if (!class_table.empty()) {
+    list.class_names = class_table;
+  } else if (by_index) {
+    int32_t top = 0;
+    for (const auto& l : lines) top = std::max(top, int32_t(std::stol(l.cls)));
+    for (int32_t i = 0; i <= top; ++i) list.class_names.push_back(std::to_string(i));
+  } else {
+    std::set<std::string> names;
+    for (const auto& l : lines) names.insert(l.cls);
+    list.class_names.assign(names.begin(), names.end());
+  }
+  const auto idx = index_of(list.class_names);
+  std::map<std::string, std::pair<int32_t, int>> samples;  // name → (label, line); sorted by name
+  for (const auto& l : lines) {
+    int32_t label = -1;
+    if (by_index) {
+      label = int32_t(std::stol(l.cls));
+      if (label >= int32_t(list.class_names.size()))
+        DT_USAGE(labels_file, ":", l.number, ": class index ", label, " is outside [0, ", list.class_names.size(),
+                 ") of the class table");
+    } else {
+      auto it = idx.find(l.cls);
+      if (it == idx.end())
+        DT_USAGE(labels_file, ":", l.number, ": class '", l.cls, "' is not in the class table (option 'class-table', ",
+                 list.class_names.size(), " classes)");
+      label = it->second;
+    }
+    const std::string rel = fs::path(l.name).lexically_normal().generic_string();
+    if (!samples.emplace(rel, std::make_pair(label, l.number)).second)
+      DT_USAGE(labels_file, ":", l.number, ": '", l.name, "' is named twice (first on line ", samples[rel].second, ")");
+  }
+  for (const auto& [rel, v] : samples) {
+    const fs::path p = fs::path(root) / rel;
+    if (!fs::is_regular_file(p, ec))
+      DT_USAGE(labels_file, ":", v.second, ": names ", p.string(), ", which does not exist");
+    list.files.push_back(rel);
+    list.labels.push_back(v.first);
+  }
+  return list;
+}
+
+std::vector<std::string> read_class_names(const std::string& h5_path) {
+  H5Id f = open_h5_read_only(h5_path);
+  if (!h5_link_exists(f.get(), "class_names"))
+    DT_USAGE(h5_path, ": /class_names: dataset is missing (option 'class-table' wants a file written by "
+             "dtrain data imagefolder)");
+  auto names = read_string_list(f.get(), h5_path, "class_names");
+  if (names.empty()) DT_USAGE(h5_path, ": /class_names is empty");
+  return names;
+}
+
+}  // namespace dtrain::io

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# dtrain data imagefolder from the command line, on the Fashion-MNIST image tree
+# of tests/image_tree.hpp (written by $MAKE_TREE): both stores; an interrupted
+# conversion (SIGKILL through DTRAIN_CONVERT_KILL_AT, twice) continued by
+# rerunning the same command gives the same file (h5diff) and report as an
+# uninterrupted one; a partial output of other options is refused; exit 2 for
+# an existing output, an empty tree, a labels file naming a missing file,
+# missing options. The pixel checks are unit tests ([imagefolder]).
+source "$(dirname "$0")/lib.sh"
+: "${MAKE_TREE:?path of dtrain_make_image_tree}"
+"$MAKE_TREE" tree 12 30
+T=tree/train
+n_train=133 n_bad=4  # 12 per class + 13 odd/bad files, 4 of them bad (tests/image_tree.cpp)
+convert() { "$DTRAIN" data imagefolder --root "$T" --size 32 --quality 85 "$@"; }
+
+# Uninterrupted conversions: the references.
+for store in raw jpeg; do
+  convert --store $store --out $store.h5 --threads 2 | tee $store.log
+  grep -qF "$store.h5: $((n_train - n_bad)) images" $store.log || fail "$store: summary line"
+  grep -qF "10 classes, $n_bad skipped (listed in $store.h5.skipped.txt)" $store.log || fail "$store: skipped count"
+  [ "$(wc -l < $store.h5.skipped.txt)" = $n_bad ] || fail "$store: report lines"
+done
+h5ls raw.h5 | grep -q "images.*Dataset {$((n_train - n_bad))/$n_train, 32, 32, 3}" || fail "raw images shape (N / the inputs, the maximum)"
+h5ls jpeg.h5 | grep -q "offsets.*Dataset {$((n_train - n_bad + 1))}" || fail "jpeg offsets shape"
+grep -qF "trouser/notes.JPEG" raw.h5.skipped.txt || fail "the text file named .JPEG is not listed"
+grep -qF "ankle_boot/truncated.JPEG" raw.h5.skipped.txt || fail "the truncated JPEG is not listed"
+
+# Kill, resume (killed again), resume: the same file as the uninterrupted run.
+for store in raw jpeg; do
+  rc=0
+  DTRAIN_CONVERT_KILL_AT=50 convert --store $store --out k-$store.h5 --threads 2 --checkpoint-every 16 > kill1.log 2>&1 || rc=$?
+  [ $rc = 137 ] || fail "$store: the first run was not killed (exit $rc): $(cat kill1.log)"
+  [ -f k-$store.h5.partial ] && [ ! -e k-$store.h5 ] || fail "$store: after the kill: $(ls)"
+  expect_exit 2 "left by a conversion with other options" -- \
+    "$DTRAIN" data imagefolder --root "$T" --size 24 --quality 85 --store $store --out k-$store.h5
+  rc=0
+  DTRAIN_CONVERT_KILL_AT=30 convert --store $store --out k-$store.h5 --threads 3 --checkpoint-every 16 > kill2.log 2>&1 || rc=$?
+  [ $rc = 137 ] || fail "$store: the second run was not killed (exit $rc): $(cat kill2.log)"
+  # Checkpoints every 16 inputs; the kill comes at the first one with ≥ 50 images stored by the run (64
+  # inputs, one bad), before it is recorded: 48 inputs stand. The second run (≥ 30 images) is killed at
+  # input 80, so 64 stand.
+  grep -qF "resuming k-$store.h5.partial: 48 of $n_train inputs done" kill2.log || fail "$store: $(cat kill2.log)"
+  convert --store $store --out k-$store.h5 --threads 1 | tee resume.log
+  grep -qF "resuming k-$store.h5.partial: 64 of $n_train inputs done" resume.log || fail "$store: second resume"
+  grep -qF "(resumed after 64 of $n_train)" resume.log || fail "$store: summary of a resumed run"
+  h5diff $store.h5 k-$store.h5 || fail "$store: the resumed file differs from the uninterrupted one"
+  cmp $store.h5.skipped.txt k-$store.h5.skipped.txt || fail "$store: the resumed report differs"
+  ls | grep -q '\.partial' && fail "$store: partial files left: $(ls)"
+  echo "ok: $store: killed twice, resumed, same file"
+done
+
+# Validation with the train file's class table.
+"$DTRAIN" data imagefolder --root tree/val --labels tree/val_labels.txt --class-table raw.h5 --out val.h5 \
+  --store raw --size 32 | grep -qF "val.h5: 29 images 32x32x3 (raw), 10 classes, 1 skipped" || fail "val"
+
+# Exit 2, nothing written.
+expect_exit 2 "option 'out': " -- convert --store raw --out raw.h5
+touch old.h5.skipped.txt  # the report's name is taken
+expect_exit 2 "old.h5.skipped.txt" -- convert --store raw --out old.h5
+mkdir -p empty/n01440764
+expect_exit 2 "no images" -- "$DTRAIN" data imagefolder --root empty --out e.h5 --store raw --size 32
+printf 'ILSVRC2012_val_00000001.JPEG tshirt_top\nILSVRC2012_val_00012345.JPEG bag\n' > bad_labels.txt
+expect_exit 2 "ILSVRC2012_val_00012345.JPEG, which does not exist" -- \
+  "$DTRAIN" data imagefolder --root tree/val --labels bad_labels.txt --out b.h5 --store jpeg --size 32
+expect_exit 2 "option 'store' is required" -- "$DTRAIN" data imagefolder --root "$T" --out s.h5 --size 32
+expect_exit 2 "option 'size'" -- "$DTRAIN" data imagefolder --root "$T" --out s.h5 --store jpeg
+for f in e.h5 b.h5 s.h5; do ls | grep -q "^$f" && fail "$f: something was written: $(ls)"; done
+[ "$(ls | grep '^old\.h5')" = old.h5.skipped.txt ] || fail "old.h5: something was written: $(ls)"
+echo "imagefolder: all ok"

@@ -1,0 +1,32 @@
+// tests/make_image_tree.cpp — writes the Fashion-MNIST image tree of
+// tests/image_tree.hpp (for tests/integration/imagefolder.sh and the
+// conversion measurements of docs/data-formats.md).
+// Usage: dtrain_make_image_tree DIR [PER_CLASS [VAL [KIND]]]   (defaults 12, 30, all kinds)
+// KIND: every ordinary train image of one kind, e.g. "jpeg 300x200".
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+
+#include "core/settings.hpp"
+#include "tests/image_tree.hpp"
+
+int main(int argc, char** argv) {
+  if (argc < 2 || argc > 5) {
+    std::fprintf(stderr, "usage: %s DIR [PER_CLASS [VAL [KIND]]]\n", argv[0]);
+    return 2;
+  }
+  try {
+    const int per_class = argc > 2 ? std::atoi(argv[2]) : 12;
+    const int val = argc > 3 ? std::atoi(argv[3]) : 30;
+    auto t = dtrain::test::write_image_tree(argv[1], dtrain::settings::fashion_dir(), per_class, val,
+                                            argc > 4 ? argv[4] : "");
+    int bad = 0;
+    for (const auto& f : t.train) bad += f.bad;
+    std::printf("%s: %zu train files (%d bad), %zu val files; labels %s, %s\n", argv[1], t.train.size(), bad,
+                t.val.size(), t.val_labels.c_str(), t.val_index.c_str());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dtrain_make_image_tree: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
