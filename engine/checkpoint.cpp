@@ -363,6 +363,9 @@ void Checkpointer::take(const LoopState& st, comm::Exchange* ex, bool final) {
   const bool rank0 = job_.rank() == 0;
 
   if (rank0 && !writer_) writer_ = std::make_unique<Writer>(*store_);
+  // The previous write first (submit would wait for it anyway): then its
+  // arrays are free for this snapshot, and no new memory is taken.
+  if (rank0) writer_->wait_idle();
   io::CheckpointState s = rank0 ? writer_->take_spare() : io::CheckpointState{};
   io::FloatArray params = std::move(s.arrays["params"]), momentum = std::move(s.arrays["momentum"]),
                  buffers = std::move(s.arrays["buffers"]);
