@@ -65,8 +65,12 @@ int cmd_train(const std::vector<std::string>& args) {
     return kExitRequeue;
   }
   if (rank == 0) {
-    char acc[64] = "";
-    if (r.test_accuracy >= 0) std::snprintf(acc, sizeof acc, ", final test accuracy %.2f%%", 100.0 * r.test_accuracy);
+    char acc[96] = "";
+    if (r.test_accuracy >= 0 && r.test_top5_accuracy >= 0)
+      std::snprintf(acc, sizeof acc, ", final test accuracy %.2f%% (top-5 %.2f%%)", 100.0 * r.test_accuracy,
+                    100.0 * r.test_top5_accuracy);
+    else if (r.test_accuracy >= 0)
+      std::snprintf(acc, sizeof acc, ", final test accuracy %.2f%%", 100.0 * r.test_accuracy);
     char secs[32];
     std::snprintf(secs, sizeof secs, "%.1f", r.seconds);
     log::info("dtrain: finished ", r.steps, " steps in ", r.epochs, " epoch(s), ", secs, " s, ",

@@ -85,7 +85,7 @@ E parse_choice(const Choice<E> (&table)[N], const char* key, const std::string& 
 
 struct Options {
   po::options_description desc{"dtrain train options (job-file keys are the same names)"};
-  std::string mean, std;
+  std::string mean, std, lr_milestones;
   // The enum-valued keys as written; validate() parses them into the TrainConfig.
   std::string device, lr_schedule, mode, wait_policy, on_nonfinite;
   Options(TrainConfig& c)
@@ -112,7 +112,8 @@ struct Options {
       ("lr", def(&c.lr), "base learning rate")
       ("lr-schedule", def(&lr_schedule), "constant | step | cosine")
       ("warmup-epochs", def(&c.warmup_epochs), "linear warm-up from 0.1·lr (Goyal et al. 2017)")
-      ("lr-step-epochs", def(&c.lr_step_epochs), "step schedule: multiply by lr-gamma every this many epochs")
+      ("lr-step-epochs", def(&c.lr_step_epochs), "step schedule: multiply by lr-gamma every this many epochs (0: not set)")
+      ("lr-milestones", po::value(&lr_milestones), "step schedule, instead of lr-step-epochs: multiply by lr-gamma at each of these epochs, comma-separated and increasing (e.g. 30,60,80)")
       ("lr-gamma", def(&c.lr_gamma), "step schedule factor")
       ("momentum", def(&c.momentum), "SGD momentum")
       ("weight-decay", def(&c.weight_decay), "L2 weight decay")
@@ -198,7 +199,19 @@ void validate(TrainConfig& c, const Options& o) {
        "heartbeat-timeout", "must be 0 (off) or more than the heartbeat period of ",
        format::shortest(comm::kHeartbeatPeriodS), " s, got ", c.heartbeat_timeout);
   c.lr_schedule = parse_choice(kSchedules, "lr-schedule", o.lr_schedule);
-  need(c.lr_schedule != LrKind::step || c.lr_step_epochs > 0.0f, "lr-step-epochs", "must be > 0 with lr-schedule = step");
+  for (size_t i = 0; i < c.lr_milestones.size(); ++i) {
+    const float m = c.lr_milestones[i];
+    need(std::isfinite(m) && m > 0.0f && m <= 1e6f, "lr-milestones", "every epoch must be a finite number in (0, 1e6], got ",
+         format::shortest(m));
+    need(i == 0 || m > c.lr_milestones[i - 1], "lr-milestones", "must be increasing, got '", o.lr_milestones, "'");
+  }
+  // The step schedule takes exactly one of the two (0 and "" mean "not set").
+  const bool every = c.lr_step_epochs > 0.0f, at = !c.lr_milestones.empty();
+  need(c.lr_schedule != LrKind::step || !(every && at), "lr-milestones",
+       "'", o.lr_milestones, "' and lr-step-epochs = ", format::shortest(c.lr_step_epochs),
+       " are both set; lr-schedule = step takes one of them (drop the other with --lr-milestones \"\" or --lr-step-epochs 0)");
+  need(c.lr_schedule != LrKind::step || every || at, "lr-step-epochs",
+       "must be > 0 with lr-schedule = step, or give lr-milestones (epochs, e.g. 30,60,80)");
   need(c.log_interval > 0, "log-interval", "must be > 0, got ", c.log_interval);
   c.mode = parse_choice(kModes, "mode", o.mode);
   need(c.ps >= 0, "ps", "must be >= 0, got ", c.ps);
@@ -275,6 +288,7 @@ bool parse_train_args(const std::vector<std::string>& args, TrainConfig& cfg) {
   }
   cfg.mean = parse_floats("mean", o.mean);
   cfg.std = parse_floats("std", o.std);
+  cfg.lr_milestones = parse_floats("lr-milestones", o.lr_milestones);
   validate(cfg, o);
   return true;
 }

@@ -57,7 +57,8 @@ struct TrainConfig {
   float lr = 0.01f;
   layers::LrSchedule::Kind lr_schedule = layers::LrSchedule::Kind::constant;  // constant | step | cosine
   float warmup_epochs = 0.0f;
-  float lr_step_epochs = 0.0f;  // step schedule: decay every this many epochs
+  float lr_step_epochs = 0.0f;  // step schedule: decay every this many epochs (0 = not set)
+  std::vector<float> lr_milestones;  // step schedule: decay at each of these epochs (increasing; empty = not set)
   float lr_gamma = 0.1f;
   float momentum = 0.9f;
   float weight_decay = 0.0f;

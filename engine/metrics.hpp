@@ -5,7 +5,8 @@
 //   {"kind":"step","step","epoch","loss","lr","images_per_s","t_compute_s","t_comm_s","t_io_wait_s",
 //    "t_comm_total_s","comm_hidden_fraction","io_wait_fraction"}
 // and one per epoch
-//   {"kind":"epoch","epoch","step","test_loss","test_accuracy","epoch_time_s"}.
+//   {"kind":"epoch","epoch","step","test_loss","test_accuracy","epoch_time_s"}
+// (test_accuracy is top-1; "test_top5_accuracy" beside it with ≥ 10 classes).
 // Times are seconds per step averaged over the interval (T_C, exposed T_O,
 // I/O wait); epochs are numbered from 1, as on stdout; t_comm_total_s is the whole exchange time (hidden + exposed),
 // comm_hidden_fraction = 1 − t_comm_s / t_comm_total_s, io_wait_fraction = the

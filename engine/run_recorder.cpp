@@ -55,15 +55,21 @@ void RunRecorder::interval(const IntervalReport& r, const IntervalStats& s) {
   std::fflush(stdout);
 }
 
-void RunRecorder::epoch(int epoch, int64_t step, double test_loss, double test_accuracy, double epoch_time_s) {
+void RunRecorder::epoch(int epoch, int64_t step, double test_loss, double test_accuracy, double test_top5_accuracy,
+                        double epoch_time_s) {
   if (!rank0_) return;
   nlohmann::json rec = {{"kind", "epoch"}, {"epoch", epoch}, {"step", step}, {"epoch_time_s", epoch_time_s},
                         {"rss_bytes", resident_bytes()}, {"hdf5_open_objects", io::open_hdf5_objects()}};
   if (test_loss >= 0) {
     rec["test_loss"] = test_loss;
     rec["test_accuracy"] = test_accuracy;
-    std::printf("epoch %d done in %.1f s: test accuracy %.2f%% test loss %.4f\n", epoch, epoch_time_s,
-                100.0 * test_accuracy, test_loss);
+    char top5[32] = "";
+    if (test_top5_accuracy >= 0) {
+      rec["test_top5_accuracy"] = test_top5_accuracy;
+      std::snprintf(top5, sizeof top5, " (top-5 %.2f%%)", 100.0 * test_top5_accuracy);
+    }
+    std::printf("epoch %d done in %.1f s: test accuracy %.2f%%%s test loss %.4f\n", epoch, epoch_time_s,
+                100.0 * test_accuracy, top5, test_loss);
   } else {
     std::printf("epoch %d done in %.1f s\n", epoch, epoch_time_s);
   }

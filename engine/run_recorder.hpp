@@ -4,7 +4,9 @@
 //
 // Per log interval: a {"kind":"step"} record and the line
 //   epoch E/Ep step s/spe loss … lr … img/s (T_C …, comm … exposed of …, io wait … = …%) elapsed … ETA …
-// per epoch with a test set: a {"kind":"epoch"} record and "epoch E done in …".
+// per epoch with a test set: a {"kind":"epoch"} record (test_loss,
+// test_accuracy = top-1, and test_top5_accuracy with ≥ 10 classes) and
+//   epoch E done in … s: test accuracy 91.20% (top-5 99.80%) test loss …
 // Epochs are 1-based in both. Elapsed and ETA count from start(): the ETA is
 // the mean time per step so far times the planned steps left. Other ranks hold
 // a RunRecorder that writes nothing. Its state: the metrics file, the run clock
@@ -65,8 +67,10 @@ class RunRecorder {
   double elapsed() const { return seconds_since(run_start_); }
 
   void interval(const IntervalReport& r, const IntervalStats& s);
-  // test_loss < 0: no evaluation. Also records resident memory and open HDF5 objects.
-  void epoch(int epoch, int64_t step, double test_loss, double test_accuracy, double epoch_time_s);
+  // test_loss < 0: no evaluation; test_top5_accuracy < 0: not scored (fewer
+  // than 10 classes), left out. Also records resident memory and open HDF5 objects.
+  void epoch(int epoch, int64_t step, double test_loss, double test_accuracy, double test_top5_accuracy,
+             double epoch_time_s);
   // A checkpoint write that finished.
   void checkpoint(int64_t step, const std::string& path, uint64_t bytes, double snapshot_s, double write_s);
 

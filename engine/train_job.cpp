@@ -106,7 +106,13 @@ layers::LrSchedule make_schedule(const TrainConfig& cfg, int64_t spe) {
   sched.warmup_steps = static_cast<int64_t>(std::llround(cfg.warmup_epochs * static_cast<double>(spe)));
   sched.step_size = static_cast<int64_t>(std::llround(cfg.lr_step_epochs * static_cast<double>(spe)));
   sched.gamma = cfg.lr_gamma;
-  if (sched.kind == layers::LrSchedule::Kind::step && sched.step_size < 1)
+  for (float m : cfg.lr_milestones) {  // epochs → steps (config.cpp checked them: > 0, increasing)
+    const int64_t s = static_cast<int64_t>(std::llround(m * static_cast<double>(spe)));
+    if (sched.kind == layers::LrSchedule::Kind::step && s < 1)
+      DT_USAGE("option 'lr-milestones': ", m, " epochs is less than one step (", spe, " steps per epoch)");
+    sched.milestones.push_back(s);
+  }
+  if (sched.kind == layers::LrSchedule::Kind::step && sched.milestones.empty() && sched.step_size < 1)
     DT_USAGE("option 'lr-step-epochs': ", cfg.lr_step_epochs, " epochs is less than one step (", spe, " steps per epoch)");
   sched.total_steps = spe * cfg.epochs;
   if (cfg.max_steps > 0) sched.total_steps = std::min(sched.total_steps, cfg.max_steps);

@@ -28,7 +28,8 @@ struct TrainResult {
   int epochs = 0;
   double last_loss = 0;        // mean training loss (all workers) of the last log interval
   double test_loss = -1;       // of the last evaluation (−1: none)
-  double test_accuracy = -1;   // in [0, 1]
+  double test_accuracy = -1;   // top-1, in [0, 1]
+  double test_top5_accuracy = -1;  // in [0, 1]; −1: not scored (no test set, or fewer than 10 classes)
   double images_per_s = 0;     // training throughput, evaluation excluded (all workers)
   double seconds = 0;          // wall time of the loop, evaluation included
   bool server = false;         // this rank was a parameter server

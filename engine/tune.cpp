@@ -88,6 +88,7 @@ std::string job_file_text(const TrainConfig& c) {
   kv("lr-schedule", lr_schedule_name(c.lr_schedule));
   num("warmup-epochs", c.warmup_epochs);
   num("lr-step-epochs", c.lr_step_epochs);
+  str("lr-milestones", list(c.lr_milestones));  // omitted when empty (the job hash of other jobs is unchanged)
   num("lr-gamma", c.lr_gamma);
   num("momentum", c.momentum);
   num("weight-decay", c.weight_decay);

@@ -350,9 +350,10 @@ void WorkerLoop::end_epoch(double epoch_time, TrainResult& result) {
     const Evaluation e = evaluator_->evaluate(net, *job_.backend);
     result.test_loss = e.loss;
     result.test_accuracy = e.accuracy;
-    recorder_.epoch(epoch_ + 1, step_, e.loss, e.accuracy, epoch_time);
+    result.test_top5_accuracy = e.top5_accuracy;
+    recorder_.epoch(epoch_ + 1, step_, e.loss, e.accuracy, e.top5_accuracy, epoch_time);
   } else {
-    recorder_.epoch(epoch_ + 1, step_, -1, -1, epoch_time);
+    recorder_.epoch(epoch_ + 1, step_, -1, -1, -1, epoch_time);
   }
   interval_.start = Clock::now();  // evaluation is not training time
 }

@@ -17,6 +17,10 @@ float LrSchedule::at(int64_t step) const {
     case Kind::constant:
       return base_lr;
     case Kind::step: {
+      if (!milestones.empty()) {
+        const auto passed = std::upper_bound(milestones.begin(), milestones.end(), step) - milestones.begin();
+        return static_cast<float>(base_lr * std::pow(static_cast<double>(gamma), static_cast<double>(passed)));
+      }
       if (step_size <= 0) return base_lr;
       return static_cast<float>(base_lr * std::pow(static_cast<double>(gamma), static_cast<double>(step / step_size)));
     }

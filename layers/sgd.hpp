@@ -20,6 +20,9 @@ namespace dtrain::layers {
 
 // Learning rate as a function of the step (Goyal et al. 2017 for warm-up and
 // the linear scaling rule; Loshchilov & Hutter 2017 for cosine annealing).
+// Warm-up overrides the rule below it for step < warmup_steps; the step rule
+// counts from step 0 (not from the end of warm-up), so a decay that falls
+// inside the warm-up shows from its end on.
 struct LrSchedule {
   enum class Kind { constant, step, cosine };
   Kind kind = Kind::constant;
@@ -27,6 +30,10 @@ struct LrSchedule {
   int64_t warmup_steps = 0;       // linear ramp from warmup_start·base_lr to base_lr
   float warmup_start = 0.1f;
   int64_t step_size = 0;          // step: multiply by gamma every step_size steps
+  // step: if not empty, instead of step_size, multiply by gamma once at each of
+  // these steps (non-decreasing; at(s) = base_lr·gamma^(number of milestones ≤ s)),
+  // as torch.optim.lr_scheduler.MultiStepLR and Caffe's "multistep" policy.
+  std::vector<int64_t> milestones;
   float gamma = 0.1f;
   int64_t total_steps = 0;        // cosine: decays to min_lr at total_steps
   float min_lr = 0.0f;

@@ -155,3 +155,53 @@ TEST_CASE("enum-valued keys are parsed once: every option string round-trips, a 
   CHECK_THAT(help, Catch::Contains("--wait-policy arg (=auto)"));
   CHECK_THAT(help, Catch::Contains("--device arg (=cpu)"));
 }
+
+TEST_CASE("lr-milestones: increasing epochs > 0, exactly one of it and lr-step-epochs for the step schedule",
+          "[config]") {
+  using Kind = dtrain::layers::LrSchedule::Kind;
+  TrainConfig c;
+  REQUIRE(parse_train_args({"--train-data", "x.h5", "--lr-schedule", "step", "--lr-milestones", "30,60,80"}, c));
+  CHECK(c.lr_schedule == Kind::step);
+  CHECK(c.lr_milestones == std::vector<float>{30.0f, 60.0f, 80.0f});
+  CHECK(c.lr_step_epochs == 0.0f);
+  TrainConfig f;  // fractional epochs, as lr-step-epochs takes them
+  REQUIRE(parse_train_args({"--train-data", "x.h5", "--lr-schedule", "step", "--lr-milestones", "0.5,19.98"}, f));
+  CHECK(f.lr_milestones == std::vector<float>{0.5f, 19.98f});
+
+  const std::vector<std::string> step = {"--train-data", "x.h5", "--lr-schedule", "step"};
+  auto with = [&](std::vector<std::string> more) {
+    std::vector<std::string> a = step;
+    a.insert(a.end(), more.begin(), more.end());
+    return usage_message(a);
+  };
+  const std::string both = with({"--lr-milestones", "30,60", "--lr-step-epochs", "30"});
+  CHECK_THAT(both, Catch::Contains("'lr-milestones'"));
+  CHECK_THAT(both, Catch::Contains("lr-step-epochs = 30"));
+  const std::string neither = with({});
+  CHECK_THAT(neither, Catch::Contains("'lr-step-epochs'"));
+  CHECK_THAT(neither, Catch::Contains("lr-milestones"));
+  CHECK_THAT(with({"--lr-milestones", "60,30"}), Catch::Contains("'lr-milestones': must be increasing, got '60,30'"));
+  CHECK_THAT(with({"--lr-milestones", "30,30"}), Catch::Contains("must be increasing"));
+  CHECK_THAT(with({"--lr-milestones", "0,30"}), Catch::Contains("'lr-milestones'"));
+  CHECK_THAT(with({"--lr-milestones", "-5"}), Catch::Contains("'lr-milestones'"));
+  CHECK_THAT(with({"--lr-milestones", "30,x"}), Catch::Contains("'lr-milestones'"));
+  CHECK_THAT(with({"--lr-milestones", "nan"}), Catch::Contains("'lr-milestones'"));
+
+  // A job file's milestones give way to the command line's lr-step-epochs when
+  // the command line clears them ("" = not set), and the other way round.
+  const std::string job = write_job("milestones.ini", "train-data = a.h5\nlr-schedule = step\nlr-milestones = 30,60,80\n");
+  TrainConfig j;
+  REQUIRE(parse_train_args({"--job", job}, j));
+  CHECK(j.lr_milestones.size() == 3);
+  CHECK_THAT(usage_message({"--job", job, "--lr-step-epochs", "30"}), Catch::Contains("--lr-milestones \"\""));
+  TrainConfig k;
+  REQUIRE(parse_train_args({"--job", job, "--lr-milestones", "", "--lr-step-epochs", "30"}, k));
+  CHECK(k.lr_milestones.empty());
+  CHECK(k.lr_step_epochs == 30.0f);
+  // Other schedules ignore both (as they ignore lr-step-epochs), but the list must still be valid.
+  TrainConfig cos;
+  REQUIRE(parse_train_args({"--job", job, "--lr-schedule", "cosine"}, cos));
+  CHECK(cos.lr_schedule == Kind::cosine);
+  CHECK_THAT(usage_message({"--train-data", "x.h5", "--lr-milestones", "9,3"}), Catch::Contains("lr-milestones"));
+  std::filesystem::remove(job);
+}

@@ -71,3 +71,43 @@ TEST_CASE("linear scaling rule", "[sgd]") {
   REQUIRE(linear_scaled_lr(0.1f, 256, 8192) == Approx(3.2f));
   REQUIRE(linear_scaled_lr(0.01f, 64, 16) == Approx(0.0025f));
 }
+
+// The step schedule with milestones, against a plain loop that walks the
+// steps and multiplies by gamma on reaching each milestone (warm-up first).
+TEST_CASE("step schedule with milestones: gamma at each milestone, composed with warm-up", "[sgd]") {
+  LrSchedule s;
+  s.kind = LrSchedule::Kind::step;
+  s.base_lr = 0.4f;
+  s.gamma = 0.1f;
+  s.warmup_steps = 50;  // Goyal et al.: 5 epochs of 10 steps
+  s.warmup_start = 0.25f;
+  s.milestones = {300, 600, 800};  // epochs 30, 60, 80
+  s.step_size = 7;  // ignored while milestones are set
+  double factor = 1.0;
+  size_t next = 0;
+  for (int64_t t = 0; t < 1000; ++t) {
+    while (next < s.milestones.size() && t >= s.milestones[next]) {
+      factor *= s.gamma;
+      ++next;
+    }
+    const double want = t < s.warmup_steps
+                            ? s.base_lr * (s.warmup_start + (1.0 - s.warmup_start) * double(t) / double(s.warmup_steps))
+                            : s.base_lr * factor;
+    INFO("step " << t);
+    REQUIRE(s.at(t) == Approx(want).epsilon(1e-6));
+  }
+  CHECK(s.at(299) == Approx(0.4f));
+  CHECK(s.at(300) == Approx(0.04f));
+  CHECK(s.at(799) == Approx(0.004f));
+  CHECK(s.at(800) == Approx(0.0004f));  // the fourth stage, which "every 300" misses
+  // A milestone inside the warm-up shows from its end; equal milestones apply gamma twice.
+  s.milestones = {20, 100, 100};
+  CHECK(s.at(49) == Approx(0.4f * (0.25 + 0.75 * 49.0 / 50.0)));
+  CHECK(s.at(50) == Approx(0.04f));
+  CHECK(s.at(100) == Approx(0.0004f));
+  // Without milestones the step size rules again.
+  s.milestones.clear();
+  s.warmup_steps = 0;
+  CHECK(s.at(6) == Approx(0.4f));
+  CHECK(s.at(7) == Approx(0.04f));
+}

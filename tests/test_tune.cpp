@@ -167,6 +167,29 @@ TEST_CASE("tuned job file reads back to the same configuration", "[tune]") {
   CHECK(r.mean[0] == 0.286f);
   CHECK(r.metrics == "auto");  // not written: the trainer's default run folder
   CHECK(r.save_params == "auto");
+  CHECK_THAT(text, !Catch::Matchers::Contains("lr-milestones"));  // none set: no line
+  std::remove(path.c_str());
+}
+
+TEST_CASE("tuned job file keeps the step schedule's milestones", "[tune]") {
+  TrainConfig c;
+  c.train_data = "data/imagenet-train.h5";
+  c.lr_schedule = dtrain::layers::LrSchedule::Kind::step;
+  c.lr_milestones = {30.0f, 60.0f, 80.0f};
+  c.warmup_epochs = 5.0f;
+  const std::string text = job_file_text(c);
+  CHECK_THAT(text, Catch::Matchers::Contains("\nlr-milestones = 30,60,80\n"));
+  CHECK_THAT(text, Catch::Matchers::Contains("\nlr-step-epochs = 0\n"));  // 0: not set
+  const std::string path = "test_tune_milestones.ini";
+  {
+    std::ofstream f(path);
+    f << text;
+  }
+  TrainConfig r;
+  REQUIRE(parse_train_args({"--job", path}, r));
+  CHECK(r.lr_schedule == dtrain::layers::LrSchedule::Kind::step);
+  CHECK(r.lr_milestones == c.lr_milestones);
+  CHECK(r.warmup_epochs == 5.0f);
   std::remove(path.c_str());
 }
 

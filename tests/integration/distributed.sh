@@ -40,6 +40,9 @@ l1=$(json_field "$W/one48.jsonl" epoch test_loss)
 l3=$(json_field "$W/three.jsonl" epoch test_loss)
 echo "test accuracy on 10 samples: 1 rank $a1, 3 ranks $a3; test loss $l1, $l3"
 /usr/bin/python3 -c "import sys; sys.exit(0 if abs($a1 - $a3) < 1e-9 else 1)" || fail "accuracy differs with 3 ranks"
+t1=$(json_field "$W/one48.jsonl" epoch test_top5_accuracy)
+t3=$(json_field "$W/three.jsonl" epoch test_top5_accuracy)
+/usr/bin/python3 -c "import sys; sys.exit(0 if abs($t1 - $t3) < 1e-9 else 1)" || fail "top-5 accuracy differs with 3 ranks: $t1 vs $t3"
 # The accuracy of 10 samples takes few values, so equal accuracies can be a
 # coincidence; the mean test loss (parameters within 1e-5) is not: a sample
 # scored twice or missed moves it by ~1e-2.

@@ -14,3 +14,6 @@ acc=$(json_field "$M" epoch test_accuracy)
 loss=$(json_field "$M" epoch test_loss)
 echo "test accuracy $acc, test loss $loss"
 /usr/bin/python3 -c "import sys; sys.exit(0 if $acc >= 0.75 else 1)" || fail "accuracy $acc < 0.75 after one epoch on 12k images"
+# 10 classes: top-5 is scored (engine/evaluator.hpp) and is at least top-1.
+top5=$(json_field "$M" epoch test_top5_accuracy)
+/usr/bin/python3 -c "import sys; sys.exit(0 if $acc <= $top5 <= 1 else 1)" || fail "top-5 accuracy $top5 below top-1 $acc"
