@@ -14,6 +14,10 @@
 //                         (raise SIGKILL on itself), stop (raise SIGSTOP)
 //   DTRAIN_CKPT_KILL_AT   test only: the checkpoint writer raises SIGKILL on
 //                         itself at its N-th kill point (io/checkpoint.hpp)
+//   DTRAIN_STARTUP_TIMEOUT seconds `dtrain train` may take from exec to its
+//                         liveness ring (MPI_Init, the first collectives);
+//                         past it the rank exits 1 with a message, and the
+//                         launcher ends the job (default 300; 0 = no limit)
 //   DTRAIN_SIGNAL_AT_STEP test only: the rank DTRAIN_SIGNAL_RANK (default 0)
 //   DTRAIN_SIGNAL_RANK    raises DTRAIN_SIGNAL (USR1 default, or TERM) on
 //   DTRAIN_SIGNAL         itself at this step (a worker before it, a server in
@@ -53,6 +57,10 @@ inline std::string fail_mode() { return get_or("DTRAIN_FAIL_MODE", "throw"); }
 inline std::optional<long> ckpt_kill_at() { return get_long("DTRAIN_CKPT_KILL_AT"); }
 inline std::optional<long> nonfinite_at_step() { return get_long("DTRAIN_NONFINITE_AT_STEP"); }
 inline std::optional<long> nonfinite_rank() { return get_long("DTRAIN_NONFINITE_RANK"); }
+inline double startup_timeout_s() {
+  const std::optional<long> v = get_long("DTRAIN_STARTUP_TIMEOUT");
+  return v ? static_cast<double>(*v) : 300.0;
+}
 inline std::optional<long> signal_at_step() { return get_long("DTRAIN_SIGNAL_AT_STEP"); }
 inline long signal_rank() { return get_long("DTRAIN_SIGNAL_RANK").value_or(0); }
 inline std::string signal_name() { return get_or("DTRAIN_SIGNAL", "USR1"); }

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "core/error.hpp"
+#include "core/format.hpp"
 #include "core/log.hpp"
 #include "engine/exit.hpp"
 
@@ -176,19 +177,19 @@ Checkpointer::~Checkpointer() {
   try {
     writer_->wait_idle();
   } catch (const std::exception& e) {
-    log::warn("dtrain: the last checkpoint write failed: ", e.what());
+    log::warn("the last checkpoint write failed: ", e.what());
   }
 }
 
 std::string resolve_auto_resume(const io::CheckpointStore& store) {
   std::vector<std::string> skipped;
   const std::string path = store.find_latest_valid(&skipped);
-  for (const std::string& s : skipped) log::warn("dtrain: --resume auto: skipping ", s);
+  for (const std::string& s : skipped) log::warn("--resume auto: skipping ", s);
   if (path.empty() && !store.list().empty())
     DT_USAGE("option 'resume' = auto: ", store.dir(), " holds checkpoint files but none is valid (",
              skipped.empty() ? std::string("see above") : skipped.front(),
              "); move them away to start afresh, or give --resume PATH");
-  if (!path.empty() && !skipped.empty()) log::warn("dtrain: --resume auto: falling back to ", path);
+  if (!path.empty() && !skipped.empty()) log::warn("--resume auto: falling back to ", path);
   return path;
 }
 
@@ -201,9 +202,9 @@ bool Checkpointer::prepare() {
   rank0_usage_check(job_.topo.world(), [&] {
     std::string path;
     if (store_) {
-      // Two checkpoints may exist at once (the new one before the oldest is removed).
+      // keep + 1 checkpoints exist at once: the new one is written before the oldest is removed.
       const uint64_t one = (2 * P + static_cast<size_t>(job_.topo.num_workers()) * nb) * sizeof(float) + (1u << 20);
-      store_->check_writable(2 * one);
+      store_->check_writable(static_cast<uint64_t>(cfg.checkpoint_keep + 1) * one);
       if (const int n = store_->remove_stray_temporaries(); n > 0)
         log::info("dtrain: removed ", n, " temporary file(s) of an interrupted checkpoint write in ", store_->dir());
       if (cfg.resume == "none" && !store_->list().empty())
@@ -214,9 +215,28 @@ bool Checkpointer::prepare() {
         if (path.empty()) log::info("dtrain: --resume auto: no checkpoint in ", store_->dir(), "; a fresh start");
       }
     }
-    if (cfg.resume != "none" && cfg.resume != "auto") path = cfg.resume;
+    if (cfg.resume != "none" && cfg.resume != "auto") {
+      path = cfg.resume;
+      // A given file, and a folder for the new checkpoints that already holds
+      // some: only when the file is the folder's newest, else the new run
+      // would overwrite another timeline's checkpoints.
+      if (store_ && !store_->list().empty()) {
+        std::error_code ec;
+        const std::string newest = store_->list().back();
+        if (!std::filesystem::equivalent(path, newest, ec))
+          DT_USAGE("option 'resume': ", store_->dir(), " (option 'checkpoint-dir') holds checkpoints up to ", newest,
+                   ", which the new run would overwrite; resume from it with --resume auto, or give another "
+                   "--checkpoint-dir for a run from ", path);
+      }
+    }
     if (path.empty()) return;
-    io::CheckpointState s = io::read_checkpoint(path);  // UsageError naming the file
+    io::CheckpointState s;
+    try {
+      s = io::read_checkpoint(path);  // UsageError naming the file
+    } catch (const UsageError& e) {
+      if (cfg.resume == "auto") throw;
+      DT_USAGE("option 'resume': ", e.what());
+    }
     auto str = [&](const char* k) {
       auto it = s.strings.find(k);
       return it == s.strings.end() ? std::string("?") : it->second;
@@ -229,18 +249,44 @@ bool Checkpointer::prepare() {
                " parameters); this job trains model ", cfg.model, " (", P,
                " parameters): give the job's own checkpoint folder, or the same model and class count");
     const int64_t gb = get_int(s, path, "global_batch");
-    if (gb != job_.global_batch())
+    if (gb != job_.global_batch()) {
+      const int W = job_.topo.num_workers();
       DT_USAGE("checkpoint ", path, " was taken with a global minibatch of ", gb, " (",
                get_int(s, path, "workers"), " workers × ", get_int(s, path, "minibatch"), "); this job's is ",
-               job_.global_batch(), " (", job_.topo.num_workers(), " × ", cfg.minibatch,
-               "): set --minibatch so that workers × minibatch = ", gb,
+               job_.global_batch(), " (", W, " × ", cfg.minibatch, "): ",
+               gb % W == 0 ? "set --minibatch " + std::to_string(gb / W)
+                           : "no minibatch gives " + std::to_string(gb) + " with " + std::to_string(W) +
+                                 " workers: use a worker count that divides it",
                " (a different global minibatch would silently change the optimisation)");
+    }
     if (get_int(s, path, "n_train") != job_.n_train || get_int(s, path, "steps_per_epoch") != job_.steps_per_epoch())
       DT_USAGE("checkpoint ", path, " was taken on ", get_int(s, path, "n_train"),
                " training samples; this job has ", job_.n_train, " (train-data / max-train-samples changed)");
     if (get_int(s, path, "seed") != cfg.seed)
-      log::warn("dtrain: checkpoint ", path, " was taken with seed ", get_int(s, path, "seed"), "; this job has ",
+      log::warn("checkpoint ", path, " was taken with seed ", get_int(s, path, "seed"), "; this job has ",
                 cfg.seed, ": the data order from here on follows the new seed");
+    // The optimisation may be changed on purpose (a longer run, a lower lr),
+    // but never silently: every difference is logged.
+    auto real = [&](const char* k) {
+      auto it = s.reals.find(k);
+      return it == s.reals.end() ? std::nan("") : it->second;
+    };
+    std::string changes;
+    auto note = [&](const std::string& what, const std::string& was, const std::string& now) {
+      if (was != now) changes += (changes.empty() ? "" : ", ") + what + " " + was + " → " + now;
+    };
+    note("lr-schedule", str("lr_schedule"), lr_schedule_name(cfg.lr_schedule));
+    note("planned steps", std::to_string(get_int(s, path, "planned_steps")), std::to_string(job_.planned_steps()));
+    const int64_t st = get_int(s, path, "step");
+    if (st < job_.planned_steps() && std::isfinite(real("lr")))
+      note("lr at step " + std::to_string(st), format::shortest(static_cast<float>(real("lr"))),
+           format::shortest(job_.schedule.at(st)));
+    if (s.reals.count("momentum")) note("momentum", format::shortest(static_cast<float>(real("momentum"))), format::shortest(cfg.momentum));
+    if (s.reals.count("weight_decay"))
+      note("weight-decay", format::shortest(static_cast<float>(real("weight_decay"))), format::shortest(cfg.weight_decay));
+    if (!changes.empty())
+      log::warn("checkpoint ", path, " was taken with another optimisation (", changes,
+                "): from step ", st, " on, this job's applies");
     get_array(s, path, "params", P);
     get_array(s, path, "momentum", P);
     get_array(s, path, "buffers", static_cast<size_t>(-1));
@@ -421,7 +467,9 @@ void Checkpointer::take(const LoopState& st, comm::Exchange* ex, bool final) {
             {"nonfinite_skips", st.nonfinite_skips},
             {"consecutive_skips", st.consecutive_skips}};
   s.reals = {{"train_seconds", st.train_seconds},
-             {"lr", st.step < job_.planned_steps() ? job_.schedule.at(st.step) : 0.0}};
+             {"lr", st.step < job_.planned_steps() ? job_.schedule.at(st.step) : 0.0},
+             {"momentum", cfg.momentum},
+             {"weight_decay", cfg.weight_decay}};
   s.strings = {{"model", cfg.model},
                {"mode", comm::mode_name(cfg.mode)},
                {"lr_schedule", lr_schedule_name(cfg.lr_schedule)},

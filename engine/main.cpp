@@ -14,6 +14,7 @@
 #include "core/error.hpp"
 #include "core/settings.hpp"
 #include "engine/bench_io.hpp"
+#include "engine/preemption.hpp"
 #include "engine/commands.hpp"
 #include "engine/exit.hpp"
 #include "engine/report.hpp"
@@ -78,6 +79,12 @@ int main(int argc, char** argv) {
   // is printed once, not once per rank.
   const bool serial_under_mpi = !mpi && dtrain::settings::started_by_mpirun();
   int rank = 0, world = 1;
+  // Before MPI_Init: a stop request (SIGUSR1/SIGTERM) that arrives while the
+  // job starts is kept for the first step boundary (engine/preemption.hpp).
+  if (cmd == "train") {
+    dtrain::engine::install_stop_handlers();
+    dtrain::engine::arm_startup_guard();  // until the liveness ring runs
+  }
   if (mpi || serial_under_mpi) {
     int provided = 0;
     MPI_Init_thread(&argc, &argv, mpi ? MPI_THREAD_MULTIPLE : MPI_THREAD_SINGLE, &provided);

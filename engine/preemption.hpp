@@ -21,8 +21,13 @@
 
 namespace dtrain::engine {
 
-// Installs the SIGUSR1 / SIGTERM handlers (idempotent).
+// Installs the SIGUSR1 / SIGTERM handlers (idempotent). `dtrain train` does
+// it first thing, before MPI_Init, so that a stop request during start-up is
+// not lost: it is acted on at the first step boundaries.
 void install_stop_handlers();
+// A job without a checkpoint folder: the default actions come back, and a
+// signal that arrived meanwhile is raised again (it ends the process).
+void restore_default_stop_actions();
 // The signal that asked this process to stop (SIGUSR1, SIGTERM), else 0.
 int stop_signal();
 // Test only: as if `sig` had arrived.
@@ -30,6 +35,16 @@ void request_stop(int sig);
 // Test only (DTRAIN_SIGNAL_AT_STEP, core/settings.hpp): raises the signal on
 // this process when `step` and `world_rank` are the ones named.
 void maybe_raise_test_signal(int64_t step, int world_rank);
+
+// Start-up guard: `dtrain train` arms it before MPI_Init; the trainer disarms
+// it once the liveness ring runs (comm/watchdog.hpp) — from then on a stuck
+// rank is named by its neighbour. Until then nothing can name it: a rank
+// stopped or unreachable inside MPI_Init or the first collective blocks every
+// other rank there. When the guard fires (settings::startup_timeout_s) it
+// prints one line naming this rank's host and what it waited for, and exits 1
+// (MPI_Abort once MPI is up), which makes the launcher end the job.
+void arm_startup_guard();
+void disarm_startup_guard();
 
 class StopAgreement {
  public:

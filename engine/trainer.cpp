@@ -11,6 +11,7 @@
 // --save-params go through host copies on a device (download, upload).
 #include "engine/trainer.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -115,29 +116,41 @@ void check_same_job(const TrainConfig& cfg, MPI_Comm world) {
 }  // namespace
 
 TrainResult train(const TrainConfig& cfg, MPI_Comm world_comm) {
+  // The liveness ring (comm/watchdog.hpp) from the start to the end: a rank
+  // killed, stopped or frozen at any point — validation, reading the
+  // checkpoint to resume from, training, the last writes — ends the job, named.
+  // Roles follow from the layout alone (the last --ps ranks serve).
+  int world_size = 1, world_rank = 0;
+  DT_CHECK_MPI(MPI_Comm_size(world_comm, &world_size));
+  DT_CHECK_MPI(MPI_Comm_rank(world_comm, &world_rank));
+  std::unique_ptr<comm::Watchdog> watchdog;
+  if (world_size > 1 && cfg.heartbeat_timeout > 0) {
+    comm::WatchdogOptions wo;
+    wo.timeout_s = cfg.heartbeat_timeout;
+    const int first_server = world_size - std::clamp(cfg.ps, 0, world_size);
+    const std::string role = world_rank >= first_server
+                                 ? "parameter server " + std::to_string(world_rank - first_server)
+                                 : "worker " + std::to_string(world_rank);
+    watchdog = std::make_unique<comm::Watchdog>(world_comm, role, wo);
+  }
+  disarm_startup_guard();  // from here the ring (or a 1-rank job's own errors) covers a stuck rank
   check_same_job(cfg, world_comm);
   TrainJob job(cfg, world_comm);
+  job.watchdog = watchdog.get();
   // Checkpoint folder and resume file: checked (and read) before anything is
   // written, every rank failing with rank 0's message (exit 2).
   Checkpointer ckpt(job);
   const bool resuming = ckpt.prepare();
-  // Stop requests become a checkpoint only where there is a folder for it;
-  // without one, SIGTERM/SIGUSR1 keep their default action (the job ends).
-  if (ckpt.enabled()) install_stop_handlers();
+  // Stop requests (handlers installed at start-up, engine/main.cpp) become a
+  // checkpoint only where there is a folder for it; without one, SIGTERM and
+  // SIGUSR1 get their default action back (the job ends), also for one that
+  // arrived during start-up.
+  if (!ckpt.enabled()) restore_default_stop_actions();
 
   // Validation ends here. Every rank passed it before rank 0 writes anything
   // (a rank that failed is in the exit agreement, engine/exit.hpp, and never
   // reaches this barrier: the job ends without a run folder).
   DT_CHECK_MPI(MPI_Barrier(world_comm));
-  // The liveness ring (comm/watchdog.hpp) from here to the end: a rank killed,
-  // stopped or frozen from now on ends the job, named.
-  std::unique_ptr<comm::Watchdog> watchdog;
-  if (job.world_size > 1 && cfg.heartbeat_timeout > 0) {
-    comm::WatchdogOptions wo;
-    wo.timeout_s = cfg.heartbeat_timeout;
-    watchdog = std::make_unique<comm::Watchdog>(world_comm, comm::role_name(job.topo), wo);
-    job.watchdog = watchdog.get();
-  }
   TrainResult result;
   RunOutputs out;
   if (job.rank() == 0) {

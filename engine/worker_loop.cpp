@@ -118,7 +118,7 @@ void WorkerLoop::run(TrainResult& result) {
   result.seconds = recorder_.elapsed();
   result.nonfinite_skips = nonfinite_skips_;
   const int64_t trained = step_ - from_.step;
-  const double t = train_seconds_ - from_.train_seconds;
+  const double t = trained_seconds() - from_.train_seconds;  // a stop inside an epoch counts its part
   result.images_per_s = t > 0 ? static_cast<double>(trained * job_.global_batch()) / t : 0.0;
 }
 
@@ -143,8 +143,14 @@ void WorkerLoop::check_same_params() {
   log::info("dtrain: parameters bitwise identical on all ", W, " workers");
 }
 
+double WorkerLoop::trained_seconds() const {
+  return train_seconds_ + (in_epoch_ ? seconds_since(epoch_start_) : 0.0);
+}
+
 bool WorkerLoop::run_epoch(int64_t first, TrainResult& result) {
-  const auto epoch_start = Clock::now();
+  epoch_start_ = Clock::now();
+  in_epoch_ = true;
+  const auto epoch_start = epoch_start_;
   const int64_t spe = job_.steps_per_epoch();
   for (int64_t s = first; s < spe; ++s) {
     const float lr = train_step(s);
@@ -201,7 +207,7 @@ LoopState WorkerLoop::loop_state() const {
   st.step = step_;
   st.epoch = static_cast<int>(step_ / job_.steps_per_epoch());
   st.step_in_epoch = step_ % job_.steps_per_epoch();
-  st.train_seconds = train_seconds_;
+  st.train_seconds = trained_seconds();
   st.nonfinite_skips = nonfinite_skips_;
   st.consecutive_skips = consecutive_skips_;
   return st;
@@ -312,10 +318,10 @@ void WorkerLoop::count_skip(bool skipped) {
             "--on-nonfinite is abort; no rank applied it (the last checkpoint is intact)");
   if (consecutive_skips_ >= cfg.max_nonfinite_skips)
     DT_FAIL("step ", step_, " (epoch ", epoch_ + 1, "): ", consecutive_skips_,
-            " steps in a row had an Inf or NaN in the summed gradient (--max-nonfinite-skips ",
+            consecutive_skips_ == 1 ? " step" : " steps", " in a row had an Inf or NaN in the summed gradient (--max-nonfinite-skips ",
             cfg.max_nonfinite_skips, "): the run diverged; lower --lr, set --clip-grad-norm, or check the data");
   if (job_.rank() == 0)
-    log::warn("dtrain: step ", step_, ": the summed gradient holds an Inf or NaN; every rank skipped the update (",
+    log::warn("step ", step_, ": the summed gradient holds an Inf or NaN; every rank skipped the update (",
               nonfinite_skips_, " skipped so far)");
 }
 
@@ -339,6 +345,7 @@ void WorkerLoop::end_interval(int64_t s, float lr, TrainResult& result) {
 void WorkerLoop::end_epoch(double epoch_time, TrainResult& result) {
   result.epochs = epoch_ + 1;
   train_seconds_ += epoch_time;
+  in_epoch_ = false;
   layers::Net& net = *job_.net;
   // Batch-norm running statistics: the mean over workers, so every rank
   // evaluates (and saves) the same model.

@@ -82,6 +82,7 @@ class WorkerLoop {
   void end_interval(int64_t s, float lr, TrainResult& result);
   void end_epoch(double epoch_time, TrainResult& result);
   LoopState loop_state() const;
+  double trained_seconds() const;  // train_seconds_ plus the running epoch's part
   void check_same_params();
 
   TrainJob& job_;
@@ -100,7 +101,9 @@ class WorkerLoop {
   int64_t step_ = 0;    // steps done (the next step's index)
   int epoch_ = 0;       // 0-based
   IntervalStats interval_;
-  double train_seconds_ = 0;  // wall time of the epochs, evaluation excluded
+  double train_seconds_ = 0;  // wall time of the epochs done, evaluation excluded
+  Clock::time_point epoch_start_{};
+  bool in_epoch_ = false;     // inside run_epoch, before its end_epoch
   bool inject_ = false;       // this step writes +Inf into the gradient (DTRAIN_NONFINITE_AT_STEP)
   bool peer_signalled_ = false;  // a server reported a stop request in the last step
   bool time_asked_ = false;      // rank 0 asked for a checkpoint by time, not yet taken

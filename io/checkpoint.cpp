@@ -21,6 +21,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <vector>
 #include <filesystem>
 #include <optional>
 #include <system_error>
@@ -149,25 +150,45 @@ void CheckpointStore::check_writable(uint64_t need_bytes) const {
   std::error_code ec;
   if (fs::exists(dir_, ec) && !fs::is_directory(dir_, ec))
     DT_USAGE(what, "exists and is not a folder");
+  // Folders this check creates are removed again when it refuses: a refused
+  // start leaves nothing behind.
+  std::vector<fs::path> created;
+  for (fs::path p = fs::absolute(dir_, ec); !p.empty() && !fs::exists(p, ec); p = p.parent_path()) {
+    created.push_back(p);
+    if (p == p.parent_path()) break;
+  }
+  auto refuse = [&](auto&&... why) {
+    for (const fs::path& p : created) fs::remove(p, ec);  // innermost first; only empty folders go
+    DT_USAGE(what, why...);
+  };
   fs::create_directories(dir_, ec);
-  if (ec) DT_USAGE(what, "cannot create the folder: ", ec.message());
-  if (!fs::is_directory(dir_, ec)) DT_USAGE(what, "is not a folder");
+  if (ec) refuse("cannot create the folder: ", ec.message());
+  if (!fs::is_directory(dir_, ec)) refuse("is not a folder");
   const std::string probe = (fs::path(dir_) / (".tmp-probe" + pid_suffix())).string();
   const std::string why = write_file_synced(probe, "dtrain checkpoint-dir probe\n");
-  if (!why.empty()) DT_USAGE(what, "cannot create files in it: ", why);
+  if (!why.empty()) refuse("cannot create files in it: ", why);
   ::unlink(probe.c_str());
   struct statvfs st {};
-  if (::statvfs(dir_.c_str(), &st) != 0) DT_USAGE(what, "statvfs failed: ", std::strerror(errno));
+  if (::statvfs(dir_.c_str(), &st) != 0) refuse("statvfs failed: ", std::strerror(errno));
   const uint64_t free_bytes = uint64_t(st.f_bavail) * uint64_t(st.f_frsize);
   if (free_bytes < need_bytes)
-    DT_USAGE(what, "only ", free_bytes, " bytes free, a checkpoint needs ", need_bytes);
+    refuse("only ", free_bytes, " bytes free; the checkpoints kept, and the one being written beside them, need ",
+           need_bytes);
+}
+
+// Only names this code creates: .tmp-ckpt-*.h5.<pid>, .tmp-latest.<pid>,
+// .tmp-probe.<pid> (a file of someone else's that starts with .tmp- stays).
+static bool is_our_temporary(const std::string& name) {
+  for (const char* prefix : {".tmp-ckpt-", ".tmp-latest.", ".tmp-probe."})
+    if (name.starts_with(prefix)) return true;
+  return false;
 }
 
 int CheckpointStore::remove_stray_temporaries() const {
   int removed = 0;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir_, ec)) {
-    if (!e.path().filename().string().starts_with(".tmp-")) continue;
+    if (!is_our_temporary(e.path().filename().string()) || !e.is_regular_file(ec)) continue;
     std::error_code rm;
     if (fs::remove(e.path(), rm))
       ++removed;

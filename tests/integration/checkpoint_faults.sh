@@ -76,6 +76,40 @@ out=$("$DTRAIN" train "${lenet[@]}" --max-steps 30 --checkpoint-dir bad --resume
 grep -q "skipping bad/ckpt-0000000020.h5" <<<"$out" || fail "the corrupt checkpoint was not reported: $out"
 grep -q "resuming from bad/ckpt-0000000010.h5" <<<"$out" || fail "auto did not fall back to step 10: $out"
 echo "ok: a corrupt newest checkpoint: PATH refused naming it, auto fell back to the previous one and said so"
+# A given file into a folder holding another timeline's checkpoints: refused
+# (the new run would overwrite them); another optimisation is logged, not silent.
+expect_exit 2 "which the new run would overwrite" -- "$DTRAIN" train "${lenet[@]}" --max-steps 30 \
+  --checkpoint-dir bad --resume old/ckpt-0000000010.h5
+out=$("$DTRAIN" train "${lenet[@]}" --max-steps 40 --lr 0.05 --resume old/ckpt-0000000020.h5 --save-params "" 2>&1) \
+  || fail "resume with another optimisation failed: $out"
+grep -q "was taken with another optimisation (planned steps 20 → 40, lr at step 20" <<<"$out" \
+  || fail "a changed schedule was not logged: $out"
+echo "ok: a changed learning rate and plan on resume are logged"
+# Only dtrain's own temporaries are removed at start.
+mkdir -p own && echo keep > own/.tmp-notes.txt
+"$DTRAIN" train "${lenet[@]}" --max-steps 2 --checkpoint-dir own --save-params "" > /dev/null 2>&1 || fail "run in own/"
+[ -f own/.tmp-notes.txt ] || fail "a file that is not dtrain's temporary was removed"
+# A stop request during start-up (handlers are in place before MPI_Init): one
+# checkpoint at the first boundaries, exit 75. Sent once rank 1 catches SIGUSR1
+# (SigCgt bit 10 in /proc/PID/status), i.e. right after it entered main().
+( rc=0; mp 3 "$DTRAIN" train "${lenet[@]}" --max-steps 3000 --checkpoint-dir early --save-params "" \
+    --run-name early > early.log 2>&1 || rc=$?; echo "$rc" > early.rc ) &
+sent=""
+for _ in $(seq 1 400); do
+  for p in $(pgrep -f -- "--run-name early" || true); do
+    grep -qz '^OMPI_COMM_WORLD_RANK=1$' "/proc/$p/environ" 2>/dev/null || continue
+    mask=$(sed -n 's/^SigCgt:\s*//p' "/proc/$p/status" 2>/dev/null)
+    [ -n "$mask" ] && (( (16#$mask >> 9) & 1 )) && kill -USR1 "$p" && sent=$p
+  done
+  [ -n "$sent" ] && break
+  sleep 0.01
+done
+wait
+[ -n "$sent" ] || fail "start-up stop: rank 1 never caught SIGUSR1"
+rc=$(cat early.rc)
+[ "$rc" = 75 ] || fail "a stop request during start-up: exit $rc, wanted 75: $(tail -5 early.log)"
+at=$(sed -n 's/.*checkpointing step \([0-9]*\).*/\1/p' early.log)
+echo "ok: a stop request right after start-up → checkpoint of step $at, exit 75"
 # A truncated file.
 cp -r old cut && truncate -s 4000 cut/ckpt-0000000020.h5
 expect_exit 2 "cut/ckpt-0000000020.h5" -- "$DTRAIN" train "${lenet[@]}" --resume cut/ckpt-0000000020.h5

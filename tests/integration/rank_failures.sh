@@ -83,3 +83,28 @@ expect_exit 2 "DTRAIN_FAIL_MODE='hang' is not throw, kill or stop" -- \
   env DTRAIN_FAIL_AT_STEP=1 DTRAIN_FAIL_MODE=hang "$DTRAIN" train "${base[@]}" --save-params ""
 expect_exit 2 "option 'heartbeat-timeout'" -- "$DTRAIN" train "${base[@]}" --save-params "" --heartbeat-timeout 0.5
 expect_exit 2 "option 'heartbeat-timeout'" -- "$DTRAIN" train "${base[@]}" --save-params "" --heartbeat-timeout -1
+
+# (d) A rank stopped during start-up (inside MPI_Init or the first collectives,
+# before any ring exists to name it): the start-up guard ends the job
+# (DTRAIN_STARTUP_TIMEOUT), or the ring does if it had started; nothing hangs
+# and nothing is left behind.
+for delay in 0.2 0.6; do
+  start=$(date +%s)
+  ( rc=0; DTRAIN_STARTUP_TIMEOUT=10 timeout 120 mpirun -np 5 --oversubscribe --bind-to none "$DTRAIN" train "${args[@]}" \
+      --max-steps 2000 --heartbeat-timeout 5 --run-name "startstop$delay" > "startstop$delay.log" 2>&1 || rc=$?
+    echo "$rc" > "startstop$delay.rc" ) &
+  sleep "$delay"
+  for p in $(pgrep -f -- "--run-name startstop$delay" || true); do
+    grep -qz '^OMPI_COMM_WORLD_RANK=3$' "/proc/$p/environ" 2>/dev/null && kill -STOP "$p"
+  done
+  wait
+  took=$(( $(date +%s) - start ))
+  rc=$(cat "startstop$delay.rc")
+  [ "$rc" != 0 ] && [ "$rc" != 124 ] || fail "start-up stop after ${delay}s: exit $rc: $(tail -3 "startstop$delay.log")"
+  grep -qE "did not start within 10 s|rank 3 \(worker 3 on .*\) stopped responding" "startstop$delay.log" \
+    || fail "start-up stop after ${delay}s: no message: $(tail -5 "startstop$delay.log")"
+  [ "$took" -le 40 ] || fail "start-up stop after ${delay}s: the job took $took s to end"
+  sleep 1
+  if pgrep -f -- "--run-name startstop$delay" >/dev/null; then fail "processes left after a start-up stop"; fi
+  echo "ok: rank 3 stopped ${delay}s after launch: the job ended in $took s (exit $rc) with a message"
+done
