@@ -175,7 +175,10 @@ void append_run_record(const TrainConfig& cfg, const TrainResult& r, const RunCl
       {"world_size", size}, {"cores", cores}, {"steps", r.steps}, {"images_per_s", r.images_per_s},
       {"wall_s", wall}, {"job_cpu_s", job}, {"machine_busy_s", busy},
       {"background_cores", busy > 0 && wall > 0 ? std::max(0.0, (busy - job) / wall) : 0.0},
-      {"load_1m_start", c.load0}, {"wait_policy", comm::wait_policy_name(comm::wait_policy())}};
+      {"load_1m_start", c.load0}, {"wait_policy", comm::wait_policy_name(comm::wait_policy())},
+      // A run that resumed trained from resumed_from_step; one stopped on a
+      // signal ends "checkpointed" (exit 75), else "done".
+      {"resumed_from_step", r.resumed_from_step}, {"end", r.requeue ? "checkpointed" : "done"}};
   std::FILE* f = std::fopen(cfg.metrics.c_str(), "a");
   if (!f) DT_FAIL("cannot append the run record to '", cfg.metrics, "'");
   std::fprintf(f, "%s\n", rec.dump().c_str());

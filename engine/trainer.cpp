@@ -160,7 +160,10 @@ TrainResult train(const TrainConfig& cfg, MPI_Comm world_comm) {
   }
 
   ResumePoint from;
-  if (resuming) from = ckpt.restore();  // before the exchange broadcasts rank 0's parameters
+  if (resuming) {
+    from = ckpt.restore();  // before the exchange broadcasts rank 0's parameters
+    result.resumed_from_step = from.step;
+  }
   std::unique_ptr<comm::Exchange> ex = make_exchange(job);
   if (job.topo.is_server()) {
     ServerLoop server(job, *ex, ckpt);

@@ -34,6 +34,7 @@ struct TrainResult {
   double seconds = 0;          // wall time of the loop, evaluation included
   bool server = false;         // this rank was a parameter server
   bool requeue = false;        // stopped on a signal after a checkpoint: exit kExitRequeue
+  int64_t resumed_from_step = -1;  // the checkpoint's step of a resumed run (−1: a fresh start)
   int64_t nonfinite_skips = 0; // steps skipped for a non-finite gradient (rank 0)
   std::string metrics_path;    // rank 0: the metrics file written ("" = none)
   std::string run_dir;         // rank 0: the run folder ("" = none, engine/run_folder.hpp)
