@@ -63,14 +63,14 @@ int run_guarded(const std::string& cmd, const std::vector<std::string>& args) {
 
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // batch jobs have no terminal
-  // Allocations of 1 MiB and more are mapped and unmapped whole (glibc would
+  // Allocations of 128 KiB and more are mapped and unmapped whole (glibc would
   // otherwise raise its threshold after the first large free and serve later
   // ones from a heap it cannot trim): the buffers a long run allocates and
   // frees again — HDF5's caches of each checkpoint file, evaluation and
   // checkpoint snapshots — then return their memory, and resident memory stays
   // flat over days (docs/reliability.md "Memory"). The training loop itself
   // allocates nothing per step.
-  mallopt(M_MMAP_THRESHOLD, 1 << 20);
+  mallopt(M_MMAP_THRESHOLD, 128 << 10);
   const std::string cmd = argc >= 2 ? argv[1] : "";
   const std::vector<std::string> args(argc >= 2 ? argv + 2 : argv + argc, argv + argc);
   const bool mpi = cmd == "train" || cmd == "bench" || cmd == "tune";  // tune: ping-pong

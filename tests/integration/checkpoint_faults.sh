@@ -160,10 +160,10 @@ for layout in "1" "5 --mode ps --ps 2"; do
   echo "ok: --clip-grad-norm 1e-4 ($np rank(s)$([ "$np" = 5 ] && echo ", ps with 2 servers")): a step moved the parameters by $d (lr · C = 1e-5)"
 done
 
-# --- 4. memory and HDF5 objects stay flat with a checkpoint every epoch
+# --- 4. memory and HDF5 objects stay flat with checkpoints every 20 steps and every epoch
 mp 5 "$DTRAIN" train --job "$SRC/jobs/fashion_lenet.ini" --train-data "$D/fashion-mnist-train.h5" --threads 1 \
   --minibatch 16 --log-interval 1000 --mode hybrid --ps 1 --ranks-per-node 2 --max-train-samples 6400 --epochs 4 \
-  --checkpoint-dir mem.c --test-data "$D/fashion-mnist-test.h5" --max-test-samples 2000 \
+  --checkpoint-dir mem.c --checkpoint-every-steps 20 --test-data "$D/fashion-mnist-test.h5" --max-test-samples 2000 \
   --metrics mem.jsonl --save-params "" > mem.log 2>&1 || fail "memory run failed: $(tail -3 mem.log)"
 python3 - mem.jsonl <<'PY' || fail "memory or HDF5 objects grew"
 import json, sys
@@ -171,10 +171,16 @@ ep = [r for r in map(json.loads, open(sys.argv[1])) if r.get("kind") == "epoch"]
 ck = [r for r in map(json.loads, open(sys.argv[1])) if r.get("kind") == "checkpoint"]
 r2, r3 = ep[1], ep[2]
 grow = (r3["rss_bytes"] - r2["rss_bytes"]) / r2["rss_bytes"]
+print("rss per epoch (MiB):", [round(r["rss_bytes"] / 2**20, 2) for r in ep])
 print(f"rss end of epoch 2 {r2['rss_bytes']/2**20:.1f} MiB, epoch 3 {r3['rss_bytes']/2**20:.1f} MiB ({100*grow:+.2f}%); "
       f"open HDF5 objects {[r['hdf5_open_objects'] for r in ep]}; {len(ck)} checkpoints")
-assert len(ck) >= 3, "fewer checkpoints than epochs"
-assert grow <= 0.01, "resident memory grew by more than 1%"
+assert len(ck) >= 12, "fewer checkpoints than asked for"
+# 1% of resident memory, but at least 1 MiB: a 55 MiB process (a build without
+# CUDA) moves by about that much between epochs in glibc's and HDF5's own
+# bookkeeping. A leak per checkpoint (a snapshot is 0.5 MB here, 5 checkpoints
+# per epoch) or per evaluation still exceeds it.
+limit = max(0.01 * r2["rss_bytes"], 2**20)
+assert r3["rss_bytes"] - r2["rss_bytes"] <= limit, "resident memory grew by more than max(1%, 1 MiB)"
 assert len({r["hdf5_open_objects"] for r in ep}) == 1, "the open HDF5 object count changed"
 PY
 echo "ok: memory flat across epochs with a checkpoint each"

@@ -146,7 +146,11 @@ requeue_case() {
   n=$(grep -c '^train.sbatch: received SIG' <<<"$first" || true)
   local want=0
   for s in "$@"; do [ "${s#*:}" = batch ] && want=$((want + 1)); done
-  [ "$n" = "$want" ] || { cat "$out" >&2; fail "$name: the script received $n signals, wanted $want"; }
+  # Signals sent ms apart may reach the script after the launcher already left
+  # (the finish path ignores them): at least one, at most all; still one
+  # stop request and one checkpoint below.
+  if [ "$want" = 0 ]; then ok=$([ "$n" = 0 ] && echo y); else ok=$([ "$n" -ge 1 ] && [ "$n" -le "$want" ] && echo y); fi
+  [ "$ok" = y ] || { cat "$out" >&2; fail "$name: the script received $n signals, wanted ${want/#0/0}$([ "$want" -gt 1 ] && echo " (at least 1)")"; }
   n=$(grep -c 'dtrain: stop requested (' <<<"$first" || true)
   [ "$n" = 1 ] || { cat "$out" >&2; fail "$name: $n stop requests in the first start, wanted 1"; }
   line=$(grep -E 'dtrain: checkpointed after [0-9]+ steps on a stop request' <<<"$first") ||
