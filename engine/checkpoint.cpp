@@ -14,6 +14,7 @@
 
 #include "core/error.hpp"
 #include "core/format.hpp"
+#include "core/hash.hpp"
 #include "core/log.hpp"
 #include "engine/exit.hpp"
 
@@ -28,16 +29,12 @@ double now_s() {
 // FNV-1a over the arena's layout: names, offsets and counts of the parameter
 // and buffer ranges. Two nets with the same model and class count agree.
 int64_t layout_hash(const layers::Net& net) {
-  uint64_t h = 1469598103934665603ull;
-  auto mix = [&](const void* p, size_t n) {
-    const auto* b = static_cast<const unsigned char*>(p);
-    for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
-  };
+  uint64_t h = kFnvOffset;
   for (const auto* ranges : {&net.param_ranges(), &net.buffer_ranges()})
     for (const layers::ParamRange& r : *ranges) {
-      mix(r.name.data(), r.name.size());
-      mix(&r.offset, sizeof r.offset);
-      mix(&r.count, sizeof r.count);
+      h = fnv1a(r.name, h);
+      h = fnv1a(&r.offset, sizeof r.offset, h);
+      h = fnv1a(&r.count, sizeof r.count, h);
     }
   return static_cast<int64_t>(h & 0x7fffffffffffffffull);
 }

@@ -42,25 +42,19 @@
 
 namespace dtrain::engine {
 
-// Where a resumed run continues.
-struct ResumePoint {
+// The loop's counters a checkpoint records (besides the arenas).
+struct LoopState {
   int64_t step = 0;  // steps done
   int epoch = 0;     // 0-based epoch of the next step
   int64_t step_in_epoch = 0;
   double train_seconds = 0;
   int64_t nonfinite_skips = 0;
   int64_t consecutive_skips = 0;
-  std::string path;  // the checkpoint file (rank 0)
 };
 
-// The loop's counters a checkpoint records (besides the arenas).
-struct LoopState {
-  int64_t step = 0;
-  int epoch = 0;
-  int64_t step_in_epoch = 0;
-  double train_seconds = 0;
-  int64_t nonfinite_skips = 0;
-  int64_t consecutive_skips = 0;
+// Where a resumed run continues: the saved counters and their file.
+struct ResumePoint : LoopState {
+  std::string path;  // the checkpoint file (rank 0)
 };
 
 // A finished write, for the metrics (rank 0).

@@ -21,6 +21,7 @@
 #include "comm/wait.hpp"
 #include "comm/watchdog.hpp"
 #include "core/error.hpp"
+#include "core/hash.hpp"
 #include "engine/checkpoint.hpp"
 #include "engine/exit.hpp"
 #include "engine/tune.hpp"
@@ -75,13 +76,6 @@ void save_params(TrainJob& job, const std::string& path) {
   });
 }
 
-// FNV-1a of a text.
-uint64_t text_hash(const std::string& t) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : t) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
-
 // Every rank must run the same job: ranks started with different job files
 // or arguments (an MPMD launch, a node with another copy of the job file)
 // would run different collectives and hang. Each rank hashes its parsed job
@@ -96,7 +90,7 @@ void check_same_job(const TrainConfig& cfg, MPI_Comm world) {
     uint64_t hash;
     char host[64];
   } mine{}, *all = nullptr;
-  mine.hash = text_hash(job_file_text(cfg) + "\n" + cfg.train_data + "\n" + cfg.test_data);
+  mine.hash = fnv1a(job_file_text(cfg) + "\n" + cfg.train_data + "\n" + cfg.test_data);
   int len = 0;
   char name[MPI_MAX_PROCESSOR_NAME];
   MPI_Get_processor_name(name, &len);

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "core/hash.hpp"
 #include "core/log.hpp"
 #include "core/settings.hpp"
 #include "io/batch.hpp"
@@ -64,10 +65,8 @@ WorkerLoop::WorkerLoop(TrainJob& job, comm::Exchange* ex, const RunOutputs& out,
       agreement_(job.world_size > 1 ? job.topo.workers() : MPI_COMM_NULL) {
   const TrainConfig& cfg = job.cfg;
   if (job.test_set) evaluator_.emplace(*job.test_set, cfg, job.topo.worker_index(), job.topo.num_workers(), ex);
-  const std::optional<long> nf_step = settings::nonfinite_at_step();
-  const long nf_rank = settings::nonfinite_rank().value_or(0);
-  const bool inject_here = nf_step && nf_rank == job.rank();
-  if (ex || inject_here)
+  if (settings::nonfinite_rank().value_or(0) == job.rank()) inject_at_ = settings::nonfinite_at_step();
+  if (ex || inject_at_)
     on_ready_ = [this, ex](size_t begin, size_t end) {
       if (inject_ && begin < end) {  // test only: +Inf into this worker's gradient, before it leaves
         const float inf = std::numeric_limits<float>::infinity();
@@ -129,11 +128,9 @@ void WorkerLoop::check_same_params() {
   const int W = job_.topo.num_workers();
   if (!ex_ || W == 1) return;
   layers::Net& net = *job_.net;
-  uint64_t h = 1469598103934665603ull;
-  with_host_copy(*job_.backend, net.params().data(), net.num_params(), false, [&](float* p) {
-    const auto* b = reinterpret_cast<const unsigned char*>(p);
-    for (size_t i = 0; i < net.num_params() * sizeof(float); ++i) h = (h ^ b[i]) * 1099511628211ull;
-  });
+  uint64_t h = 0;
+  with_host_copy(*job_.backend, net.params().data(), net.num_params(), false,
+                 [&](float* p) { h = fnv1a(p, net.num_params() * sizeof(float)); });
   std::vector<uint64_t> all(job_.rank() == 0 ? static_cast<size_t>(W) : 0);
   DT_CHECK_MPI(MPI_Gather(&h, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, 0, job_.topo.workers()));
   if (job_.rank() != 0) return;
@@ -243,8 +240,7 @@ float WorkerLoop::train_step(int64_t s) {
   int64_t correct = 0;
   double loss_sum = backend.softmax_xent_forward(logits.data(), labels, b, k, dev_.probs(), &correct);
   backend.softmax_xent_backward(dev_.probs(), labels, b, k, loss_scale_, dlogits.data());
-  inject_ = settings::nonfinite_at_step() && *settings::nonfinite_at_step() == step_ &&
-            settings::nonfinite_rank().value_or(0) == job_.rank();
+  inject_ = inject_at_ && *inject_at_ == step_;
   if (ex_) ex_->begin_step(step_, net.params().data(), net.grads().data());
   net.backward(dlogits, on_ready_);
   comm::StepTimes ct;

@@ -104,7 +104,8 @@ class WorkerLoop {
   double train_seconds_ = 0;  // wall time of the epochs done, evaluation excluded
   Clock::time_point epoch_start_{};
   bool in_epoch_ = false;     // inside run_epoch, before its end_epoch
-  bool inject_ = false;       // this step writes +Inf into the gradient (DTRAIN_NONFINITE_AT_STEP)
+  std::optional<long> inject_at_;  // test only: the step whose gradient gets +Inf here (read once)
+  bool inject_ = false;            // this step writes +Inf into the gradient (DTRAIN_NONFINITE_AT_STEP)
   bool peer_signalled_ = false;  // a server reported a stop request in the last step
   bool time_asked_ = false;      // rank 0 asked for a checkpoint by time, not yet taken
   int64_t nonfinite_skips_ = 0, consecutive_skips_ = 0;
