@@ -3,7 +3,8 @@
 // distributions against torchvision's, its fallback, its determinism (the same
 // crops whatever the thread count and the order threads finish), AlexNet's
 // random crop, the evaluation's resize + center crop geometry and pixels, the
-// resampler's centre convention, DCT scaling, and the option keys.
+// resampler's centre convention (libswscale and libvips against exact
+// bilinear and each other), DCT scaling, and the option keys.
 #include <hdf5.h>
 
 #include <chrono>
@@ -29,6 +30,7 @@ using dtrain::io::ImageShape;
 using dtrain::io::Rect;
 using dtrain::io::SamplePlan;
 using dtrain::test::TempDir;
+using dtrain::test::usage_error_message;
 
 namespace {
 AugmentOptions rrc(bool flip = true) {
@@ -233,6 +235,11 @@ TEST_CASE("evaluation of a raw image whose shorter side is R: the exact center w
   t.input = ImageShape{28, 28, 3};
   t.resize = 32;
   t.train = false;
+  // A raw file of another size is refused unless fitting is asked for (augment crop/rrc or eval-resize).
+  CHECK_THAT(usage_error_message([&] { dtrain::io::check_transform(ds, t); }),
+             Contains(path) && Contains("32×40×3") && Contains("expects 28×28×3"));
+  t.fit_raw = true;
+  CHECK_NOTHROW(dtrain::io::check_transform(ds, t));
   const dtrain::io::NormalizeTable norm(3, {}, {});
   std::vector<float> out(size_t(n * 28 * 28 * 3));
   dtrain::io::load_batch(ds, {0, 1, 2}, t, norm, 0, 0, 2, out.data());
@@ -252,7 +259,7 @@ TEST_CASE("evaluation of a raw image whose shorter side is R: the exact center w
   CHECK(out[0] == norm1.channel(0)[(19595u * px[0] + 38470u * px[1] + 7471u * px[2] + 0x8000u) >> 16]);
 }
 
-TEST_CASE("the resampler: libvips' linear kernel with the centre convention", "[augment]") {
+TEST_CASE("the resampler: bilinear with the centre convention, windows, copies", "[augment]") {
   using dtrain::io::resample;
   // Upsizing 1 × 3 → 1 × 5: output x samples input (x + ½)·3/5 − ½, bilinear, edges replicated.
   const uint8_t row[3] = {0, 240, 120};
@@ -289,6 +296,61 @@ TEST_CASE("the resampler: libvips' linear kernel with the centre convention", "[
   resample(img.data(), 50, 60, 3, from, 40, 33, Rect{0, 0, 40, 33}, copy.data());
   CHECK(copy[0] == img[size_t((5 * 60 + 7) * 3)]);
   CHECK_THROWS(resample(img.data(), 50, 60, 3, Rect{20, 20, 40, 40}, 10, 10, Rect{0, 0, 10, 10}, copy.data()));
+}
+
+TEST_CASE("libswscale and libvips agree: centre-convention bilinear, antialiased downsizing", "[augment]") {
+  using dtrain::io::resample;
+  using dtrain::io::Resampler;
+  std::mt19937 rng(8);
+  const int64_t h = 40, w = 50;
+  for (int64_t c : {1, 3}) {
+    std::vector<uint8_t> img(size_t(h * w * c));
+    for (auto& v : img) v = uint8_t(rng());
+    // Upsizing a region 20 × 30 at (7, 9) to 45 × 61: both within 1 grey level of exact
+    // centre-convention bilinear interpolation with replicated edges (computed here in double).
+    const Rect from{7, 9, 20, 30};
+    const int64_t rh = 45, rw = 61;
+    std::vector<uint8_t> a(size_t(rh * rw * c)), b(a.size());
+    resample(img.data(), h, w, c, from, rh, rw, Rect{0, 0, rh, rw}, a.data(), Resampler::swscale);
+    resample(img.data(), h, w, c, from, rh, rw, Rect{0, 0, rh, rw}, b.data(), Resampler::vips);
+    auto at = [&](int64_t y, int64_t x, int64_t ch) { return double(img[size_t(((from.y + y) * w + from.x + x) * c + ch)]); };
+    double worst_a = 0, worst_b = 0;
+    for (int64_t y = 0; y < rh; ++y)
+      for (int64_t x = 0; x < rw; ++x) {
+        const double sy = std::clamp((double(y) + 0.5) * double(from.h) / double(rh) - 0.5, 0.0, double(from.h - 1));
+        const double sx = std::clamp((double(x) + 0.5) * double(from.w) / double(rw) - 0.5, 0.0, double(from.w - 1));
+        const int64_t y0 = std::min<int64_t>(int64_t(sy), from.h - 2), x0 = std::min<int64_t>(int64_t(sx), from.w - 2);
+        const double fy = sy - double(y0), fx = sx - double(x0);
+        for (int64_t ch = 0; ch < c; ++ch) {
+          const double ref = (1 - fy) * ((1 - fx) * at(y0, x0, ch) + fx * at(y0, x0 + 1, ch)) +
+                             fy * ((1 - fx) * at(y0 + 1, x0, ch) + fx * at(y0 + 1, x0 + 1, ch));
+          worst_a = std::max(worst_a, std::abs(ref - a[size_t((y * rw + x) * c + ch)]));
+          worst_b = std::max(worst_b, std::abs(ref - b[size_t((y * rw + x) * c + ch)]));
+        }
+      }
+    CHECK(worst_a <= 1.0);
+    CHECK(worst_b <= 1.0);
+    // Downsizing the whole image to 17 × 23 (and a mixed case): the two libraries' triangle filters
+    // agree within 2 grey levels, mostly exactly.
+    for (auto [dh, dw] : {std::pair<int64_t, int64_t>{17, 23}, {60, 31}}) {
+      std::vector<uint8_t> p(size_t(dh * dw * c)), q(p.size());
+      resample(img.data(), h, w, c, Rect{0, 0, h, w}, dh, dw, Rect{0, 0, dh, dw}, p.data(), Resampler::swscale);
+      resample(img.data(), h, w, c, Rect{0, 0, h, w}, dh, dw, Rect{0, 0, dh, dw}, q.data(), Resampler::vips);
+      int worst = 0;
+      double sum = 0;
+      for (size_t i = 0; i < p.size(); ++i) {
+        worst = std::max(worst, std::abs(int(p[i]) - int(q[i])));
+        sum += std::abs(int(p[i]) - int(q[i]));
+      }
+      INFO(dh << "x" << dw << "x" << c << ": mean difference " << sum / double(p.size()));
+      CHECK(worst <= 2);  // fixed-point rounding of two implementations
+      CHECK(sum / double(p.size()) < 0.5);
+    }
+  }
+  // automatic: swscale from kMinSwscaleSide on, libvips below (and for 2 or 4 channels).
+  std::vector<uint8_t> img(16 * 16 * 3, 9), o(16 * 16 * 3);
+  CHECK_THROWS(resample(img.data(), 16, 16, 3, Rect{0, 0, 7, 16}, 9, 9, Rect{0, 0, 9, 9}, o.data(), Resampler::swscale));
+  CHECK_NOTHROW(resample(img.data(), 16, 16, 3, Rect{0, 0, 7, 16}, 9, 9, Rect{0, 0, 9, 9}, o.data()));
 }
 
 TEST_CASE("DCT scaling: the denominator, the scaled plan, and pixels close to a full decode", "[augment]") {
