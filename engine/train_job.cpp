@@ -130,6 +130,7 @@ io::InputTransform input_transform(const TrainConfig& cfg, const layers::Shape& 
   t.resize = cfg.eval_resize;
   t.train = train;
   t.dct_scaling = cfg.dct_scaling;
+  t.fit_raw = cfg.augment != io::CropMode::none || cfg.eval_resize > 0;
   if (train) {
     t.augment.mode = cfg.augment;
     t.augment.pad = cfg.augment_pad;

@@ -30,7 +30,11 @@ void check_transform(const Dataset& data, const InputTransform& t) {
     DT_USAGE(data.path(), ": padded crops (augment-pad ", a.pad, ") need augment none and raw images of the model's size ",
              shape_text(in), "; found ", fixed ? shape_text(*fixed) + " raw images" : std::string("jpeg images"),
              a.mode != CropMode::none ? detail::concat(" and augment ", crop_mode_name(a.mode)) : std::string());
-  const bool fixed_crop = (t.train && a.mode == CropMode::crop) || ((!t.train || a.mode == CropMode::none) && !same);
+  const bool whole = !t.train || a.mode == CropMode::none;  // the evaluation plan
+  if (whole && fixed && !same && !t.fit_raw)
+    DT_USAGE(data.path(), ": images are ", fixed->h, "×", fixed->w, "×", fixed->c, " (H×W×C) but the model expects ",
+             in.h, "×", in.w, "×", in.c, "; augment crop or rrc (or an explicit eval-resize) resizes and crops them");
+  const bool fixed_crop = (t.train && a.mode == CropMode::crop) || (whole && !same);
   if (fixed_crop && t.resize_or_default() < std::max(in.h, in.w))
     DT_USAGE(data.path(), ": eval-resize ", t.resize_or_default(), " is smaller than the model's input ", in.h, "x",
              in.w, " (the shorter side is resized to it before the ", in.h, "x", in.w, " crop)");

@@ -36,6 +36,10 @@ struct InputTransform {
   AugmentOptions augment;  // training augmentation; not used when !train
   bool train = true;       // false: the evaluation plan (no randomness, no flip)
   bool dct_scaling = true;
+  // Raw images of another size than the input: resized + center-cropped when
+  // set, else refused by check_transform for the evaluation and mode none (a
+  // fixed-size file of the wrong size is most often the wrong file).
+  bool fit_raw = false;
   int64_t resize_or_default() const { return resize > 0 ? resize : default_resize(input.h, input.w); }
 };
 
