@@ -133,15 +133,18 @@ int bench_loader(const LoaderArgs& a) {
     const double ips = double(a.steps) * a.minibatch / secs;
     const double read_ms = 1e3 * (s1.read_s - s0.read_s) / produced;
     const double produce_ms = 1e3 * (s1.produce_s - s0.produce_s) / produced;
-    const double decode_ips = double(s1.decoded - s0.decoded) / std::max(1e-9, s1.decode_s - s0.decode_s);
+    const double decoded = double(s1.decoded - s0.decoded);
+    const double decode_ips = decoded / std::max(1e-9, s1.decode_s - s0.decode_s);
+    const double decode_cpu_ms = 1e3 * (s1.decode_cpu_s - s0.decode_cpu_s) / std::max(1.0, decoded);
     const double stored_mbs = double(rs.bytes_delivered) / std::max(1e-9, secs) / 1e6;
     log::info("loader alone: ", int64_t(ips), " images/s (", stored_mbs, " MB/s stored), read ", read_ms,
               " ms/batch (serialised), produce ", produce_ms, " ms/batch, decode ", int64_t(decode_ips),
-              " images/s per thread (", 1e3 / decode_ips, " ms/image), ",
+              " images/s per thread (", 1e3 / decode_ips, " ms/image wall, ", decode_cpu_ms, " ms CPU), ",
               double(rs.requests) / double(std::max<int64_t>(1, rs.calls)),
               " hyperslab reads/batch, read amplification ", rs.amplification());
     j["images_per_s"] = ips;
     j["decode_images_per_s_per_thread"] = decode_ips;
+    j["decode_cpu_ms_per_image"] = decode_cpu_ms;
     j["stored_mb_per_s"] = stored_mbs;
     j["read_ms_per_batch"] = read_ms;
     j["produce_ms_per_batch"] = produce_ms;
@@ -153,12 +156,19 @@ int bench_loader(const LoaderArgs& a) {
     io::Prefetcher pf(ds, plan(), o);
     double wait = 0;
     std::vector<double> waits;  // ms, measured steps
+    double max_read_ms = 0, max_produce_ms = 0;  // the slowest batch's read and read-to-ready, measured steps
+    int64_t stalled = 0;                         // steps that waited more than 1 ms
     const auto t0 = Clock::now();
     for (int64_t i = 0; i < warmup + a.steps; ++i) {
       if (i == warmup) wait = 0;
       const io::Batch& b = pf.next();
       wait += b.wait_s;
-      if (i >= warmup) waits.push_back(1e3 * b.wait_s);
+      if (i >= warmup) {
+        waits.push_back(1e3 * b.wait_s);
+        max_read_ms = std::max(max_read_ms, 1e3 * b.read_s);
+        max_produce_ms = std::max(max_produce_ms, 1e3 * b.produce_s);
+        stalled += b.wait_s > 1e-3;
+      }
       compute_for(a.compute_ms, a.spin);
     }
     std::sort(waits.begin(), waits.end());
@@ -169,12 +179,16 @@ int bench_loader(const LoaderArgs& a) {
     log::info("with ", a.compute_ms, " ms of ", a.spin ? "spinning" : "sleeping",
               " compute per step: step ", step_ms, " ms, exposed I/O wait ", wait_ms,
               " ms/step (", 100.0 * wait_ms / (a.compute_ms + wait_ms), "% of the step; median ",
-              median_ms, " ms, max ", max_ms, " ms)");
+              median_ms, " ms, max ", max_ms, " ms; ", stalled, " of ", a.steps,
+              " steps waited > 1 ms; slowest batch: read ", max_read_ms, " ms, produced in ", max_produce_ms, " ms)");
     j["compute_ms"] = a.compute_ms;
     j["io_wait_ms_per_step"] = wait_ms;
     j["io_wait_fraction"] = wait_ms / (a.compute_ms + wait_ms);
     j["io_wait_ms_median"] = median_ms;
     j["io_wait_ms_max"] = max_ms;
+    j["steps_waiting_over_1ms"] = stalled;
+    j["max_read_ms"] = max_read_ms;
+    j["max_produce_ms"] = max_produce_ms;
     j["step_ms"] = step_ms;
   }
   std::cout << "json: " << j.dump() << std::endl;

@@ -2,6 +2,8 @@
 // (the protocol is written out in prefetcher.hpp).
 #include "io/prefetcher.hpp"
 
+#include <time.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -16,6 +18,11 @@ namespace dtrain::io {
 namespace {
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+double thread_cpu_s() {
+  timespec t{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
 }
 constexpr std::align_val_t kAlign{64};
 }  // namespace
@@ -219,7 +226,7 @@ void Prefetcher::decode_part(std::unique_lock<std::mutex>& lk, SampleDecoder& de
   const int part = s.claimed++;
   lk.unlock();
 
-  const double t0 = now_s();
+  const double t0 = now_s(), c0 = thread_cpu_s();
   const int64_t begin = part * part_samples_, end = std::min(b_, begin + part_samples_);
   const int64_t chw = c_ * h_ * w_;
   for (int64_t i = begin; i < end; ++i) {
@@ -228,10 +235,11 @@ void Prefetcher::decode_part(std::unique_lock<std::mutex>& lk, SampleDecoder& de
     const size_t k = size_t(s.pos[size_t(i)]);
     dec.decode(index, s.batch.epoch, s.stored.data(k), s.stored.size(k), s.batch.x + i * chw);
   }
-  const double secs = now_s() - t0;
+  const double secs = now_s() - t0, cpu = thread_cpu_s() - c0;
 
   lk.lock();
   stats_.decode_s += secs;
+  stats_.decode_cpu_s += cpu;
   stats_.decoded += end - begin;
   if (++s.done < s.parts) return;
   const int id = int(&s - slots_.data());

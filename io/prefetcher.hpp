@@ -100,7 +100,8 @@ struct PrefetchStats {
   double read_s = 0;       // sum of per-batch read seconds (serialised)
   double produce_s = 0;    // sum of per-batch read-start → ready seconds
   int64_t produced = 0;    // batches that reached the full queue
-  double decode_s = 0;     // thread-seconds in decode parts (JPEG decode, crop, resize, normalise)
+  double decode_s = 0;     // wall seconds in decode parts (JPEG decode, crop, resize, normalise), summed over threads
+  double decode_cpu_s = 0; // CPU seconds of the same (CLOCK_THREAD_CPUTIME_ID): the cost without time sharing
   int64_t decoded = 0;     // samples decoded
 };
 
