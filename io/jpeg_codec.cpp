@@ -16,8 +16,14 @@ std::string tj_message(tjhandle h) {
 }
 }  // namespace
 
-JpegDecoder::JpegDecoder() : handle_(tjInitDecompress()) {
-  DT_CHECK(handle_ != nullptr, "TurboJPEG: cannot create a decompressor (", tjGetErrorStr2(nullptr), ")");
+JpegDecoder::JpegDecoder() = default;
+
+void* JpegDecoder::handle() const {
+  if (!handle_) {
+    handle_ = tjInitDecompress();
+    DT_CHECK(handle_ != nullptr, "TurboJPEG: cannot create a decompressor (", tjGetErrorStr2(nullptr), ")");
+  }
+  return handle_;
 }
 
 JpegDecoder::~JpegDecoder() {
@@ -25,7 +31,7 @@ JpegDecoder::~JpegDecoder() {
 }
 
 JpegHeader JpegDecoder::header(const uint8_t* data, size_t size, const std::string& what) const {
-  tjhandle h = static_cast<tjhandle>(handle_);
+  tjhandle h = static_cast<tjhandle>(handle());
   int w = 0, ht = 0, subsamp = 0, colorspace = 0;
   if (size == 0 || size > ULONG_MAX ||
       tjDecompressHeader3(h, data, static_cast<unsigned long>(size), &w, &ht, &subsamp, &colorspace) != 0)
@@ -46,7 +52,7 @@ JpegHeader JpegDecoder::decode(const uint8_t* data, size_t size, int channels, i
   if (hd.channels == 4) DT_FAIL(what, ": a CMYK JPEG (the loader decodes RGB and gray ones)");
   const int64_t oh = jpeg_scaled(hd.height, denom), ow = jpeg_scaled(hd.width, denom);
   out.resize(static_cast<size_t>(oh * ow * channels));
-  tjhandle h = static_cast<tjhandle>(handle_);
+  tjhandle h = static_cast<tjhandle>(handle());
   if (tjDecompress2(h, data, static_cast<unsigned long>(size), out.data(), int(ow), 0, int(oh),
                     channels == 1 ? TJPF_GRAY : TJPF_RGB, 0) != 0)
     DT_FAIL(what, ": damaged JPEG (TurboJPEG: ", tj_message(h), ")");

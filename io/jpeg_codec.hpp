@@ -29,13 +29,13 @@ inline int64_t jpeg_scaled(int64_t size, int denom) { return (size + denom - 1) 
 
 class JpegDecoder {
  public:
-  JpegDecoder();  // throws Error when TurboJPEG cannot make a handle
+  JpegDecoder();  // the TurboJPEG handle is made at the first call (a raw file's decoder never needs one)
   ~JpegDecoder();
   JpegDecoder(const JpegDecoder&) = delete;
   JpegDecoder& operator=(const JpegDecoder&) = delete;
 
   // Reads the header of `size` bytes at `data`. Throws Error("<what>: not a
-  // JPEG (TurboJPEG: …)") when it cannot.
+  // JPEG (TurboJPEG: …)") when it cannot, or when TurboJPEG cannot make a handle.
   JpegHeader header(const uint8_t* data, size_t size, const std::string& what) const;
 
   // Decodes into out: [⌈H/denom⌉, ⌈W/denom⌉, channels] uint8 (resized to fit),
@@ -47,7 +47,8 @@ class JpegDecoder {
                     const std::string& what) const;
 
  private:
-  void* handle_;  // tjhandle
+  mutable void* handle_ = nullptr;  // tjhandle, made by handle()
+  void* handle() const;
 };
 
 // pixels: [h, w, channels] uint8 (channels 1 or 3) → a baseline JPEG at
