@@ -18,6 +18,7 @@
 #include "engine/options.hpp"
 #include "core/log.hpp"
 #include "io/hdf5_dataset.hpp"
+#include "io/jpeg_dataset.hpp"
 #include "io/prefetcher.hpp"
 #include "io/synth.hpp"
 
@@ -54,38 +55,72 @@ void drop_page_cache(const std::string& path) {
 }
 
 struct LoaderArgs {
-  std::string data;
+  std::string data, augment = "none", input;
   int minibatch = 256, threads = 0, depth = 2, pad = 0;
-  int64_t steps = 50;
+  int64_t steps = 50, eval_resize = 0;
   double compute_ms = 0;
-  bool flip = false, spin = false;
+  bool flip = false, spin = false, dct_scaling = true;
 };
 
-// Mode 1 and 2: the prefetcher on a real file.
+// "HxW" or "HxWxC" → shape (C defaults to `c`).
+io::ImageShape parse_input(const std::string& text, int64_t c) {
+  long long h = 0, w = 0, cc = c;
+  char x1 = 0, x2 = 0;
+  std::istringstream is(text);
+  bool ok = bool(is >> h >> x1 >> w) && x1 == 'x';
+  if (ok && !is.eof()) ok = bool(is >> x2 >> cc) && x2 == 'x' && is.eof();
+  if (!ok || h <= 0 || w <= 0 || cc <= 0)
+    DT_USAGE("dtrain bench io: option 'input': '", text, "' is not HxW or HxWxC (e.g. 224x224)");
+  return {h, w, cc};
+}
+
+// Mode 1 and 2: the prefetcher on a real file (raw or jpeg).
 int bench_loader(const LoaderArgs& a) {
-  io::Hdf5Dataset ds(a.data);
+  std::unique_ptr<io::Dataset> dsp = io::open_dataset(a.data);
+  io::Dataset& ds = *dsp;
   io::PrefetchOptions o;
   o.threads = a.threads;
   o.depth = a.depth;
   o.augment.pad = a.pad;
   o.augment.flip = a.flip;
+  if (a.augment == "crop") o.augment.mode = io::CropMode::crop;
+  else if (a.augment == "rrc") o.augment.mode = io::CropMode::rrc;
+  else if (a.augment != "none") DT_USAGE("dtrain bench io: option 'augment': '", a.augment, "' is not none, crop or rrc");
+  const auto fixed = ds.fixed_shape();
+  o.input = !a.input.empty() ? parse_input(a.input, ds.channels())
+            : fixed          ? *fixed
+                             : io::ImageShape{224, 224, ds.channels()};
+  o.resize = a.eval_resize;
+  o.dct_scaling = a.dct_scaling;
   const int warmup = 3;
   o.total_batches = warmup + a.steps;
   auto plan = [&] { return io::Sampler(ds.n(), 1, 0, a.minibatch, 1); };
-  nlohmann::json j = {{"data", a.data},       {"n", ds.n()},
-                      {"shape", {ds.height(), ds.width(), ds.channels()}},
-                      {"minibatch", a.minibatch}, {"depth", a.depth},
-                      {"pad", a.pad},         {"flip", a.flip},
-                      {"chunk_samples", ds.chunk_samples()}};
+  const auto* raw = dynamic_cast<const io::Hdf5Dataset*>(&ds);
+  const auto* jpeg = dynamic_cast<const io::JpegDataset*>(&ds);
+  nlohmann::json j = {{"data", a.data},       {"n", ds.n()}, {"layout", io::layout_name(ds.layout())},
+                      {"input", {o.input.h, o.input.w, o.input.c}},
+                      {"minibatch", a.minibatch}, {"depth", a.depth}, {"augment", a.augment},
+                      {"pad", a.pad},         {"flip", a.flip}, {"dct_scaling", a.dct_scaling}};
+  std::string what;
+  if (raw) {
+    j["shape"] = {raw->height(), raw->width(), raw->channels()};
+    j["chunk_samples"] = raw->chunk_samples();
+    what = detail::concat(raw->height(), "x", raw->width(), "x", raw->channels(), ", ", raw->chunk_samples(),
+                          " per chunk");
+  } else if (jpeg) {
+    const double mean_bytes = double(jpeg->total_bytes()) / double(ds.n());
+    j["stored_size"] = jpeg->stored_size();
+    j["mean_jpeg_bytes"] = mean_bytes;
+    what = detail::concat("JPEG, shorter side ", jpeg->stored_size(), ", ", int64_t(mean_bytes), " bytes each");
+  }
 
   // 1. Loader alone.
   {
     io::Prefetcher pf(ds, plan(), o);
     j["threads"] = pf.threads();
-    log::info("bench io: ", a.data, ": ", ds.n(), " samples ", ds.height(), "x", ds.width(), "x",
-              ds.channels(), ", ", ds.chunk_samples(), " per chunk; minibatch ", a.minibatch,
-              ", threads ", pf.threads(), ", depth ", a.depth,
-              a.pad > 0 || a.flip ? ", augmented" : "");
+    log::info("bench io: ", a.data, ": ", ds.n(), " samples (", what, ") → ", o.input.h, "x", o.input.w, "x",
+              o.input.c, "; minibatch ", a.minibatch, ", threads ", pf.threads(), ", depth ", a.depth,
+              ", augment ", a.augment, a.pad > 0 ? " + pad" : "", a.flip ? " + flip" : "");
     for (int i = 0; i < warmup; ++i) pf.next();
     const auto s0 = pf.stats();
     ds.reset_read_stats();
@@ -98,11 +133,19 @@ int bench_loader(const LoaderArgs& a) {
     const double ips = double(a.steps) * a.minibatch / secs;
     const double read_ms = 1e3 * (s1.read_s - s0.read_s) / produced;
     const double produce_ms = 1e3 * (s1.produce_s - s0.produce_s) / produced;
-    log::info("loader alone: ", int64_t(ips), " images/s (", ips * double(ds.sample_bytes()) / 1e6,
-              " MB/s raw), read ", read_ms, " ms/batch (serialised), produce ", produce_ms,
-              " ms/batch, ", double(rs.requests) / double(std::max<int64_t>(1, rs.calls)),
+    const double decoded = double(s1.decoded - s0.decoded);
+    const double decode_ips = decoded / std::max(1e-9, s1.decode_s - s0.decode_s);
+    const double decode_cpu_ms = 1e3 * (s1.decode_cpu_s - s0.decode_cpu_s) / std::max(1.0, decoded);
+    const double stored_mbs = double(rs.bytes_delivered) / std::max(1e-9, secs) / 1e6;
+    log::info("loader alone: ", int64_t(ips), " images/s (", stored_mbs, " MB/s stored), read ", read_ms,
+              " ms/batch (serialised), produce ", produce_ms, " ms/batch, decode ", int64_t(decode_ips),
+              " images/s per thread (", 1e3 / decode_ips, " ms/image wall, ", decode_cpu_ms, " ms CPU), ",
+              double(rs.requests) / double(std::max<int64_t>(1, rs.calls)),
               " hyperslab reads/batch, read amplification ", rs.amplification());
     j["images_per_s"] = ips;
+    j["decode_images_per_s_per_thread"] = decode_ips;
+    j["decode_cpu_ms_per_image"] = decode_cpu_ms;
+    j["stored_mb_per_s"] = stored_mbs;
     j["read_ms_per_batch"] = read_ms;
     j["produce_ms_per_batch"] = produce_ms;
     j["read_amplification"] = rs.amplification();
@@ -113,12 +156,19 @@ int bench_loader(const LoaderArgs& a) {
     io::Prefetcher pf(ds, plan(), o);
     double wait = 0;
     std::vector<double> waits;  // ms, measured steps
+    double max_read_ms = 0, max_produce_ms = 0;  // the slowest batch's read and read-to-ready, measured steps
+    int64_t stalled = 0;                         // steps that waited more than 1 ms
     const auto t0 = Clock::now();
     for (int64_t i = 0; i < warmup + a.steps; ++i) {
       if (i == warmup) wait = 0;
       const io::Batch& b = pf.next();
       wait += b.wait_s;
-      if (i >= warmup) waits.push_back(1e3 * b.wait_s);
+      if (i >= warmup) {
+        waits.push_back(1e3 * b.wait_s);
+        max_read_ms = std::max(max_read_ms, 1e3 * b.read_s);
+        max_produce_ms = std::max(max_produce_ms, 1e3 * b.produce_s);
+        stalled += b.wait_s > 1e-3;
+      }
       compute_for(a.compute_ms, a.spin);
     }
     std::sort(waits.begin(), waits.end());
@@ -129,12 +179,16 @@ int bench_loader(const LoaderArgs& a) {
     log::info("with ", a.compute_ms, " ms of ", a.spin ? "spinning" : "sleeping",
               " compute per step: step ", step_ms, " ms, exposed I/O wait ", wait_ms,
               " ms/step (", 100.0 * wait_ms / (a.compute_ms + wait_ms), "% of the step; median ",
-              median_ms, " ms, max ", max_ms, " ms)");
+              median_ms, " ms, max ", max_ms, " ms; ", stalled, " of ", a.steps,
+              " steps waited > 1 ms; slowest batch: read ", max_read_ms, " ms, produced in ", max_produce_ms, " ms)");
     j["compute_ms"] = a.compute_ms;
     j["io_wait_ms_per_step"] = wait_ms;
     j["io_wait_fraction"] = wait_ms / (a.compute_ms + wait_ms);
     j["io_wait_ms_median"] = median_ms;
     j["io_wait_ms_max"] = max_ms;
+    j["steps_waiting_over_1ms"] = stalled;
+    j["max_read_ms"] = max_read_ms;
+    j["max_produce_ms"] = max_produce_ms;
     j["step_ms"] = step_ms;
   }
   std::cout << "json: " << j.dump() << std::endl;
@@ -202,6 +256,7 @@ int cmd_bench_io(const std::vector<std::string>& args) {
   std::string shape = "64x64x3", dir;
   po::options_description desc(
       "dtrain bench io --data F [--minibatch B] [--threads T] [--depth D] [--compute-ms X] [--steps N]\n"
+      "                [--augment none|crop|rrc] [--flip] [--pad P] [--input HxW] [--eval-resize R]\n"
       "dtrain bench io --chunking [--n N] [--shape HxWxC] [--minibatch B] [--dir D]");
   desc.add_options()("help,h", "this help")("data", po::value(&a.data), "dataset HDF5 file")(
       "minibatch", po::value(&a.minibatch)->default_value(256), "samples per batch")(
@@ -210,8 +265,12 @@ int cmd_bench_io(const std::vector<std::string>& args) {
       "compute-ms", po::value(&a.compute_ms)->default_value(0), "simulated compute per step, ms")(
       "spin", po::bool_switch(&a.spin), "compute by spinning a core instead of sleeping")(
       "steps", po::value(&a.steps)->default_value(50), "measured steps (after 3 warm-up steps)")(
-      "pad", po::value(&a.pad)->default_value(0), "augmentation: crop padding, pixels")(
+      "pad", po::value(&a.pad)->default_value(0), "augmentation: crop padding, pixels (augment none)")(
       "flip", po::bool_switch(&a.flip), "augmentation: horizontal flip")(
+      "augment", po::value(&a.augment)->default_value("none"), "augmentation: none | crop | rrc (as dtrain train)")(
+      "input", po::value(&a.input), "the network input HxW[xC] (default: a raw file's shape; 224x224 for jpeg)")(
+      "eval-resize", po::value(&a.eval_resize)->default_value(0), "shorter side before a fixed crop (0: input·256/224)")(
+      "dct-scaling", po::value(&a.dct_scaling)->default_value(true), "jpeg: DCT-scaled decode when the crop allows")(
       "chunking", "layout benchmark: one sample per chunk vs the default")(
       "n", po::value(&n)->default_value(20000), "chunking: samples per file")(
       "shape", po::value(&shape)->default_value("64x64x3"), "chunking: sample shape HxWxC")(

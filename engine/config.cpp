@@ -37,6 +37,31 @@ std::vector<float> parse_floats(const std::string& key, const std::string& s) {
   return v;
 }
 
+// "lo,hi" of two numbers, each a decimal or a fraction p/q ("3/4,4/3"), lo ≤ hi.
+void parse_range(const char* key, const std::string& s, double* lo, double* hi) {
+  auto number = [&](const std::string& t, double* v) {
+    const size_t slash = t.find('/');
+    try {
+      size_t used = 0;
+      if (slash == std::string::npos) {
+        *v = std::stod(t, &used);
+        return used == t.size();
+      }
+      const std::string a = t.substr(0, slash), b = t.substr(slash + 1);
+      size_t ua = 0, ub = 0;
+      const double p = std::stod(a, &ua), q = std::stod(b, &ub);
+      *v = p / q;
+      return ua == a.size() && ub == b.size() && q != 0;
+    } catch (const std::exception&) {
+      return false;
+    }
+  };
+  const size_t comma = s.find(',');
+  if (comma == std::string::npos || !number(s.substr(0, comma), lo) || !number(s.substr(comma + 1), hi) ||
+      !std::isfinite(*lo) || !std::isfinite(*hi) || *lo > *hi)
+    DT_USAGE("option '", key, "': '", s, "' is not a range MIN,MAX of two numbers (decimals or fractions like 3/4)");
+}
+
 // A typed option with its default shown as a person writes it: shortest
 // round-trip numbers ("0.05", not "0.0500000007"), true/false for booleans.
 template <typename T>
@@ -60,6 +85,8 @@ using LrKind = layers::LrSchedule::Kind;
 constexpr Choice<LrKind> kSchedules[] = {{"constant", LrKind::constant}, {"step", LrKind::step}, {"cosine", LrKind::cosine}};
 constexpr Choice<comm::Mode> kModes[] = {
     {"allreduce", comm::Mode::allreduce}, {"ps", comm::Mode::ps}, {"hybrid", comm::Mode::hybrid}};
+constexpr Choice<io::CropMode> kCrops[] = {
+    {"none", io::CropMode::none}, {"crop", io::CropMode::crop}, {"rrc", io::CropMode::rrc}};
 constexpr Choice<NonfinitePolicy> kNonfinite[] = {{"skip", NonfinitePolicy::skip}, {"abort", NonfinitePolicy::abort}};
 using WaitChoice = std::optional<comm::WaitPolicy>;
 const Choice<WaitChoice> kWaits[] = {
@@ -87,16 +114,18 @@ struct Options {
   po::options_description desc{"dtrain train options (job-file keys are the same names)"};
   std::string mean, std, lr_milestones;
   // The enum-valued keys as written; validate() parses them into the TrainConfig.
-  std::string device, lr_schedule, mode, wait_policy, on_nonfinite;
+  std::string device, lr_schedule, mode, wait_policy, on_nonfinite, augment, rrc_scale, rrc_ratio;
   Options(TrainConfig& c)
       : device(device_name(c.device)), lr_schedule(lr_schedule_name(c.lr_schedule)), mode(comm::mode_name(c.mode)),
-        wait_policy(wait_policy_option(c.wait_policy)), on_nonfinite(nonfinite_policy_name(c.on_nonfinite)) {
+        wait_policy(wait_policy_option(c.wait_policy)), on_nonfinite(nonfinite_policy_name(c.on_nonfinite)),
+        augment(io::crop_mode_name(c.augment)), rrc_scale(range_text(c.rrc_scale_min, c.rrc_scale_max)),
+        rrc_ratio(range_text(c.rrc_ratio_min, c.rrc_ratio_max)) {
     desc.add_options()
       ("help,h", "this help")
       ("job", po::value(&c.job), "job file (INI: key = value, keys as below)")
       ("model", def(&c.model), layers::model_list_text().c_str())
-      ("train-data", po::value(&c.train_data), "training set, HDF5 (/images uint8 [N,H,W,C], /labels int32 [N])")
-      ("test-data", po::value(&c.test_data), "test set, HDF5; scored after every epoch")
+      ("train-data", po::value(&c.train_data), "training set, HDF5: raw (/images uint8 [N,H,W,C]) or jpeg (JPEG bytes + shapes, decoded by the loader threads) layout, /labels int32 [N] (docs/data-formats.md)")
+      ("test-data", po::value(&c.test_data), "test set, HDF5 (raw or jpeg); scored after every epoch with the evaluation crop (see eval-resize)")
       ("device", def(&device), "cpu | cuda | cpu-staged (CPU kernels behind the cuda path's device memory and transfers; for tests)")
       ("reference-kernels", def(&c.reference_kernels), "use the plain-loop reference kernels (slow; for debugging; device cpu or cpu-staged)")
       ("workspace-mb", def(&c.workspace_mb), "cuda: cuDNN workspace budget per convolution layer, MiB (the fastest algorithm that fits is chosen)")
@@ -121,8 +150,13 @@ struct Options {
       ("dropout", def(&c.dropout), "dropout probability (AlexNet variants)")
       ("loader-threads", def(&c.loader_threads), "prefetch threads per rank (0: SLURM_CPUS_PER_TASK, else cores / ranks)")
       ("loader-depth", def(&c.loader_depth), "minibatches prefetched ahead")
-      ("augment-pad", def(&c.augment_pad), "random crop after zero padding of this many pixels (0: off)")
-      ("augment-flip", def(&c.augment_flip), "random horizontal flip")
+      ("augment", def(&augment), "training crop: none (the image as stored when it has the model's input size, else the evaluation crop; with augment-pad) | crop (AlexNet: shorter side resized to eval-resize, random input-size crop) | rrc (ResNet: random-resized crop, area rrc-scale, aspect rrc-ratio, resized to the input)")
+      ("augment-pad", def(&c.augment_pad), "augment none: random crop after zero padding of this many pixels (0: off; raw images of the model's input size)")
+      ("augment-flip", def(&c.augment_flip), "random horizontal flip (every augment mode; the recipes use it)")
+      ("eval-resize", def(&c.eval_resize), "shorter side, pixels, an image is resized to before the evaluation's center crop and augment crop's random crop (0: round(input × 256/224): 256 for 224; an image of the input's size is taken whole)")
+      ("rrc-scale", def(&rrc_scale), "augment rrc: range MIN,MAX of the crop's area fraction (torchvision: 0.08,1)")
+      ("rrc-ratio", def(&rrc_ratio), "augment rrc: range MIN,MAX of the crop's aspect ratio w/h, drawn log-uniform (torchvision: 3/4,4/3)")
+      ("dct-scaling", def(&c.dct_scaling), "jpeg: decode at 1/2, 1/4 or 1/8 size (TurboJPEG DCT scaling) when the crop is at least that many times the input")
       ("mean", po::value(&mean), "per-channel mean of pixel/255, comma-separated")
       ("std", po::value(&std), "per-channel standard deviation of pixel/255, comma-separated")
       ("mode", def(&mode), "gradient exchange: allreduce | ps | hybrid")
@@ -183,6 +217,14 @@ void validate(TrainConfig& c, const Options& o) {
   need(c.loader_threads >= 0 && c.loader_threads <= 256, "loader-threads", "must be in [0, 256], got ", c.loader_threads);
   need(c.loader_depth >= 1 && c.loader_depth <= 64, "loader-depth", "must be in [1, 64], got ", c.loader_depth);
   need(c.augment_pad >= 0 && c.augment_pad <= 64, "augment-pad", "must be in [0, 64], got ", c.augment_pad);
+  c.augment = parse_choice(kCrops, "augment", o.augment);
+  need(c.augment_pad == 0 || c.augment == io::CropMode::none, "augment-pad",
+       "padded crops work with augment none only (augment is ", io::crop_mode_name(c.augment), ")");
+  need(c.eval_resize >= 0 && c.eval_resize <= 65536, "eval-resize", "must be in [0, 65536], got ", c.eval_resize);
+  parse_range("rrc-scale", o.rrc_scale, &c.rrc_scale_min, &c.rrc_scale_max);
+  need(c.rrc_scale_min > 0 && c.rrc_scale_max <= 1, "rrc-scale", "must lie in (0, 1], got ", o.rrc_scale);
+  parse_range("rrc-ratio", o.rrc_ratio, &c.rrc_ratio_min, &c.rrc_ratio_max);
+  need(c.rrc_ratio_min > 0 && c.rrc_ratio_max <= 100, "rrc-ratio", "must lie in (0, 100], got ", o.rrc_ratio);
   need(std::isfinite(c.lr) && c.lr > 0.0f, "lr", "must be a finite number > 0, got ", c.lr);
   need(std::isfinite(c.lr_gamma) && c.lr_gamma > 0.0f && c.lr_gamma <= 1.0f, "lr-gamma", "must be in (0, 1], got ", c.lr_gamma);
   need(c.momentum >= 0.0f && c.momentum < 1.0f, "momentum", "must be in [0, 1), got ", c.momentum);
@@ -243,6 +285,15 @@ const char* device_name(Device d) { return name_of(kDevices, d); }
 const char* lr_schedule_name(layers::LrSchedule::Kind k) { return name_of(kSchedules, k); }
 const char* wait_policy_option(const std::optional<comm::WaitPolicy>& p) { return name_of(kWaits, p); }
 const char* nonfinite_policy_name(NonfinitePolicy p) { return name_of(kNonfinite, p); }
+
+std::string range_text(double lo, double hi) {
+  auto text = [](double v) {
+    if (std::abs(v - 3.0 / 4.0) < 1e-12) return std::string("3/4");
+    if (std::abs(v - 4.0 / 3.0) < 1e-12) return std::string("4/3");
+    return format::shortest(v);
+  };
+  return text(lo) + "," + text(hi);
+}
 
 std::string train_help() {
   TrainConfig c;

@@ -14,6 +14,7 @@
 #include "comm/exchange.hpp"   // comm::Mode
 #include "comm/wait.hpp"       // comm::WaitPolicy
 #include "engine/options.hpp"  // option_style()
+#include "io/augment.hpp"      // io::CropMode
 #include "layers/sgd.hpp"      // layers::LrSchedule::Kind
 
 namespace dtrain::engine {
@@ -34,12 +35,14 @@ const char* device_name(Device d);                  // cpu | cuda | cpu-staged
 const char* lr_schedule_name(layers::LrSchedule::Kind k);  // constant | step | cosine
 // spin | sleep; nullopt: auto (comm::choose_wait_policy decides per node)
 const char* wait_policy_option(const std::optional<comm::WaitPolicy>& p);
+// "0.08,1", "3/4,4/3": a range as job files write it (shortest numbers).
+std::string range_text(double lo, double hi);
 
 struct TrainConfig {
   std::string job;           // the job file it came from ("" = command line only)
   std::string model = "lenet5";
-  std::string train_data;    // HDF5, DESIGN.md §5
-  std::string test_data;     // HDF5; "" = no evaluation
+  std::string train_data;    // HDF5, raw or jpeg layout (docs/data-formats.md)
+  std::string test_data;     // HDF5, raw or jpeg; "" = no evaluation
   Device device = Device::cpu;  // --device cpu | cuda | cpu-staged
   bool reference_kernels = false;  // cpu, cpu-staged: the plain-loop reference backend (debugging)
   int64_t workspace_mb = 256;  // cuda: cuDNN workspace budget per convolution layer, MiB
@@ -67,8 +70,13 @@ struct TrainConfig {
 
   int loader_threads = 0;    // prefetch threads; 0 = SLURM_CPUS_PER_TASK or cores / ranks
   int loader_depth = 2;      // batches prefetched ahead
-  int augment_pad = 0;       // random crop with this zero padding (0 = off)
+  io::CropMode augment = io::CropMode::none;  // training crop: none | crop | rrc (io/augment.hpp)
+  int augment_pad = 0;       // random crop with this zero padding (0 = off); augment none only
   bool augment_flip = false; // random horizontal flip
+  int64_t eval_resize = 0;   // R: shorter side before the center crop (eval) and the random crop (crop); 0 = round(input·256/224)
+  double rrc_scale_min = 0.08, rrc_scale_max = 1.0;           // rrc: area fraction
+  double rrc_ratio_min = 3.0 / 4.0, rrc_ratio_max = 4.0 / 3.0;  // rrc: aspect ratio w/h
+  bool dct_scaling = true;   // jpeg: DCT-scaled decode when the crop is ≥ 2× the input
 
   std::vector<float> mean;   // per channel, on pixel/255 (empty = 0)
   std::vector<float> std;    // per channel (empty = 1)

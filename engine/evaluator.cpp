@@ -8,7 +8,8 @@
 
 #include "core/error.hpp"
 #include "engine/compute.hpp"
-#include "io/batch.hpp"
+#include "engine/train_job.hpp"  // input_transform
+#include "io/sample_decoder.hpp"
 #include "io/sampler.hpp"
 
 namespace dtrain::engine {
@@ -30,9 +31,9 @@ int64_t count_top_k(const float* scores, const int32_t* labels, int64_t n, int c
   return hits;
 }
 
-Evaluator::Evaluator(const io::Hdf5Dataset& test, const TrainConfig& cfg, int worker, int workers,
-                     comm::Exchange* ex)
-    : test_(test), cfg_(cfg), ex_(ex) {
+Evaluator::Evaluator(const io::Dataset& test, const TrainConfig& cfg, int worker, int workers,
+                     comm::Exchange* ex, int threads)
+    : test_(test), cfg_(cfg), ex_(ex), threads_(std::max(1, threads)) {
   n_ = test.n();
   if (cfg.max_test_samples > 0) n_ = std::min(n_, cfg.max_test_samples);
   std::tie(begin_, end_) = io::eval_shard(n_, workers, worker);
@@ -43,8 +44,10 @@ Evaluation Evaluator::evaluate(layers::Net& net, layers::Backend& backend) const
   const int eb = batch_;
   const layers::Shape in = net.input_shape();
   const int k = static_cast<int>(net.output_shape().c());
+  const io::InputTransform t = input_transform(cfg_, in, /*train=*/false);
+  const io::NormalizeTable norm(in.c(), cfg_.mean, cfg_.std);
   // Batch buffers live for one evaluation only (not held through training).
-  std::vector<uint8_t> raw(static_cast<size_t>(eb * test_.sample_bytes()));
+  std::vector<int64_t> indices;
   layers::Tensor x(layers::Shape(eb, in.c(), in.h(), in.w()));
   StepBuffers dev(backend, eb, in, k);
   const bool top5 = k >= kTop5MinClasses;
@@ -53,8 +56,9 @@ Evaluation Evaluator::evaluate(layers::Net& net, layers::Backend& backend) const
   int64_t correct = 0, correct5 = 0;
   for (int64_t i = begin_; i < end_; i += eb) {
     int64_t b = std::min<int64_t>(eb, end_ - i);
-    test_.read_range(i, b, raw.data());
-    io::normalize_to_nchw(raw.data(), b, in.h(), in.w(), in.c(), cfg_.mean, cfg_.std, x.data());
+    indices.resize(static_cast<size_t>(b));
+    for (int64_t j = 0; j < b; ++j) indices[static_cast<size_t>(j)] = i + j;
+    io::load_batch(test_, indices, t, norm, 0, 0, threads_, x.data());
     const layers::Tensor& logits = net.forward(dev.x(x.data(), b), /*train=*/false);
     int64_t c = 0;
     loss_sum += backend.softmax_xent_forward(logits.data(), dev.labels(test_.labels().data() + i, b),

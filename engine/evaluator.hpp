@@ -3,9 +3,12 @@
 //
 // Each worker scores its contiguous shard of the first max-test-samples test
 // samples (io::eval_shard) in batches of eval-minibatch (else minibatch), in
-// inference mode; the loss and correct-count sums (top-1, and top-5 with at
-// least kTop5MinClasses classes) are reduced over the workers, so the result
-// is identical for any number of ranks. Its state is
+// inference mode; each batch is read and decoded by `threads` threads with the
+// evaluation transform (io::load_batch: the image as stored when it has the
+// net's input size, else shorter side resized to eval-resize and the center
+// crop — raw and jpeg files alike); the loss and correct-count sums (top-1, and
+// top-5 with at least kTop5MinClasses classes) are reduced over the workers, so
+// the result is identical for any number of ranks. Its state is
 // its shard and batch size: it keeps no running statistics (a checkpoint
 // saves nothing of it; the net's batch-norm buffers belong to the TrainJob).
 #pragma once
@@ -14,7 +17,7 @@
 
 #include "comm/exchange.hpp"
 #include "engine/config.hpp"
-#include "io/hdf5_dataset.hpp"
+#include "io/dataset.hpp"
 #include "layers/backend.hpp"
 #include "layers/net.hpp"
 
@@ -41,8 +44,10 @@ int64_t count_top_k(const float* scores, const int32_t* labels, int64_t n, int c
 
 class Evaluator {
  public:
-  // worker ∈ [0, workers): this worker's shard; ex: null in a 1-rank job.
-  Evaluator(const io::Hdf5Dataset& test, const TrainConfig& cfg, int worker, int workers, comm::Exchange* ex);
+  // worker ∈ [0, workers): this worker's shard; ex: null in a 1-rank job;
+  // threads: decode threads per batch.
+  Evaluator(const io::Dataset& test, const TrainConfig& cfg, int worker, int workers, comm::Exchange* ex,
+            int threads = 1);
 
   // Collective over the workers (when ex). Uses `net` in inference mode on `backend`.
   Evaluation evaluate(layers::Net& net, layers::Backend& backend) const;
@@ -50,12 +55,13 @@ class Evaluator {
   int64_t samples() const { return n_; }  // scored by all workers together
 
  private:
-  const io::Hdf5Dataset& test_;
+  const io::Dataset& test_;
   const TrainConfig& cfg_;  // mean, std (normalisation)
   comm::Exchange* ex_;
   int64_t n_ = 0;           // test samples scored (max-test-samples applied)
   int64_t begin_ = 0, end_ = 0;  // this worker's shard [begin, end)
   int batch_ = 0;           // images per evaluation batch
+  int threads_ = 1;         // decode threads per batch
 };
 
 }  // namespace dtrain::engine

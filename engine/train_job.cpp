@@ -46,19 +46,22 @@ comm::TopologyOptions topology_options(const TrainConfig& cfg, MPI_Comm world) {
   return {cfg.ps, cfg.mode == comm::Mode::hybrid ? cfg.ranks_per_node : 0};
 }
 
-// Checks that a dataset fits the model's input and class count.
-void check_fits(const io::Hdf5Dataset& d, const layers::Shape& in, int classes, const char* key) {
-  if (d.channels() != in.c() || d.height() != in.h() || d.width() != in.w())
-    DT_USAGE("option '", key, "': ", d.path(), ": images are ", d.height(), "×", d.width(), "×",
-             d.channels(), " (H×W×C) but the model expects ", in.h(), "×", in.w(), "×", in.c());
+// Checks that a dataset fits the model's input (through the transform: the
+// loader crops, resizes and converts channels) and class count.
+void check_fits(const io::Dataset& d, const io::InputTransform& t, int classes, const char* key) {
+  try {
+    io::check_transform(d, t);
+  } catch (const UsageError& e) {
+    DT_USAGE("option '", key, "': ", e.what());
+  }
   if (d.classes() > classes)
     DT_USAGE("option '", key, "': ", d.path(), " has ", d.classes(), " classes but the model outputs ", classes);
 }
 
-// Opens a dataset; a bad file is a UsageError that also names the option.
-std::unique_ptr<io::Hdf5Dataset> open_dataset(const std::string& path, const char* key) {
+// Opens a dataset of either layout; a bad file is a UsageError that also names the option.
+std::unique_ptr<io::Dataset> open_dataset(const std::string& path, const char* key) {
   try {
-    return std::make_unique<io::Hdf5Dataset>(path);
+    return io::open_dataset(path);
   } catch (const UsageError& e) {
     DT_USAGE("option '", key, "': ", e.what());
   }
@@ -121,6 +124,25 @@ layers::LrSchedule make_schedule(const TrainConfig& cfg, int64_t spe) {
 
 }  // namespace
 
+io::InputTransform input_transform(const TrainConfig& cfg, const layers::Shape& in, bool train) {
+  io::InputTransform t;
+  t.input = io::ImageShape{in.h(), in.w(), in.c()};
+  t.resize = cfg.eval_resize;
+  t.train = train;
+  t.dct_scaling = cfg.dct_scaling;
+  t.fit_raw = cfg.augment != io::CropMode::none || cfg.eval_resize > 0;
+  if (train) {
+    t.augment.mode = cfg.augment;
+    t.augment.pad = cfg.augment_pad;
+    t.augment.flip = cfg.augment_flip;
+    t.augment.scale_min = cfg.rrc_scale_min;
+    t.augment.scale_max = cfg.rrc_scale_max;
+    t.augment.ratio_min = cfg.rrc_ratio_min;
+    t.augment.ratio_max = cfg.rrc_ratio_max;
+  }
+  return t;
+}
+
 FailureInjection FailureInjection::from_settings(int world_size) {
   FailureInjection f{settings::fail_at_step(), settings::fail_rank()};
   if (f.rank && (*f.rank < 0 || *f.rank >= world_size))
@@ -164,8 +186,10 @@ TrainJob::TrainJob(const TrainConfig& c, MPI_Comm world) : cfg(c), topo(world, t
 
   net.emplace(make_net(cfg, std::max(train_set->classes(), test_set ? test_set->classes() : 0)));
   const layers::Shape in = net->input_shape();
-  check_fits(*train_set, in, classes(), "train-data");
-  if (test_set) check_fits(*test_set, in, classes(), "test-data");
+  train_transform = input_transform(cfg, in, true);
+  eval_transform = input_transform(cfg, in, false);
+  check_fits(*train_set, train_transform, classes(), "train-data");
+  if (test_set) check_fits(*test_set, eval_transform, classes(), "test-data");
   if (!cfg.mean.empty() && static_cast<int64_t>(cfg.mean.size()) != in.c())
     DT_USAGE("option 'mean': ", cfg.mean.size(), " values for ", in.c(), " channels");
   if (!cfg.std.empty() && static_cast<int64_t>(cfg.std.size()) != in.c())

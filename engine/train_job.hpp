@@ -26,7 +26,8 @@
 #include "comm/topology.hpp"
 #include "comm/watchdog.hpp"
 #include "engine/config.hpp"
-#include "io/hdf5_dataset.hpp"
+#include "io/dataset.hpp"
+#include "io/sample_decoder.hpp"
 #include "io/sampler.hpp"
 #include "layers/backend.hpp"
 #include "layers/net.hpp"
@@ -73,9 +74,11 @@ class TrainJob {
   int threads = 1;                           // compute threads of this rank
   int cuda_device = -1;                      // the worker's GPU (cuda), else −1
   std::unique_ptr<layers::Backend> backend;  // servers: the CPU backend, whatever the device
-  std::unique_ptr<io::Hdf5Dataset> train_set;
-  std::unique_ptr<io::Hdf5Dataset> test_set;  // null: no evaluation
+  std::unique_ptr<io::Dataset> train_set;     // raw or jpeg layout
+  std::unique_ptr<io::Dataset> test_set;      // null: no evaluation
   std::optional<layers::Net> net;             // finalized: arenas initialised from cfg.seed
+  io::InputTransform train_transform;         // the loader's: cfg's augmentation → the net's input
+  io::InputTransform eval_transform;          // the evaluator's: resize + center crop → the net's input
   int64_t n_train = 0;                        // training samples used (max-train-samples applied)
   // This worker's epoch plan; on a server, worker 0's (servers read no batch:
   // they need its steps per epoch, the same on every worker, for the schedule).
@@ -100,6 +103,10 @@ class TrainJob {
   }
   int classes() const { return static_cast<int>(net->output_shape().c()); }
 };
+
+// What the loader (train) or the evaluator (!train) makes of each image for a
+// net whose one-sample input is `in` ([1, C, H, W]), from cfg's augment keys.
+io::InputTransform input_transform(const TrainConfig& cfg, const layers::Shape& in, bool train);
 
 // Calls f with a host view of n floats at `data` (memory of `be`): the memory
 // itself on host backends; on a device, a downloaded copy, uploaded back

@@ -96,8 +96,13 @@ std::string job_file_text(const TrainConfig& c) {
   num("dropout", c.dropout);
   num("loader-threads", c.loader_threads);
   num("loader-depth", c.loader_depth);
+  kv("augment", io::crop_mode_name(c.augment));
   num("augment-pad", c.augment_pad);
   kv("augment-flip", boolean(c.augment_flip));
+  num("eval-resize", c.eval_resize);
+  kv("rrc-scale", range_text(c.rrc_scale_min, c.rrc_scale_max));
+  kv("rrc-ratio", range_text(c.rrc_ratio_min, c.rrc_ratio_max));
+  kv("dct-scaling", boolean(c.dct_scaling));
   str("mean", list(c.mean));
   str("std", list(c.std));
   kv("mode", comm::mode_name(c.mode));

@@ -17,8 +17,9 @@
 #include "comm/discovery.hpp"
 #include "core/error.hpp"
 #include "engine/compute.hpp"
-#include "io/batch.hpp"
-#include "io/hdf5_dataset.hpp"
+#include "engine/train_job.hpp"  // input_transform
+#include "io/dataset.hpp"
+#include "io/sample_decoder.hpp"
 #include "layers/backend.hpp"
 #include "layers/models.hpp"
 #include "layers/sgd.hpp"
@@ -183,8 +184,8 @@ double measure_step_time(const TrainConfig& cfg, int x, int steps, int threads, 
   // The trainer's backend and device path (batch and labels uploaded every step);
   // on GPUs the profiling ranks take turns on GPU 0.
   auto backend = make_compute_backend(cfg, 0, false);
-  std::unique_ptr<io::Hdf5Dataset> data;
-  if (!cfg.train_data.empty()) data = std::make_unique<io::Hdf5Dataset>(cfg.train_data);
+  std::unique_ptr<io::Dataset> data;
+  if (!cfg.train_data.empty()) data = io::open_dataset(cfg.train_data);
   layers::ModelOptions mo;
   mo.minibatch = x;
   mo.classes = data ? data->classes() : 0;
@@ -196,9 +197,12 @@ double measure_step_time(const TrainConfig& cfg, int x, int steps, int threads, 
   layers::Tensor xt(layers::Shape(x, in.c(), in.h(), in.w()));
   std::vector<int32_t> labels(static_cast<size_t>(x));
   if (data && data->n() >= x) {  // real images: the first minibatch of the set
-    std::vector<uint8_t> raw(static_cast<size_t>(x * data->sample_bytes()));
-    data->read_range(0, x, raw.data());
-    io::normalize_to_nchw(raw.data(), x, in.h(), in.w(), in.c(), cfg.mean, cfg.std, xt.data());
+    // Through the evaluation transform (the image itself when it has the input's size).
+    const io::InputTransform tr = input_transform(cfg, in, /*train=*/false);
+    io::check_transform(*data, tr);
+    std::vector<int64_t> first(static_cast<size_t>(x));
+    for (int i = 0; i < x; ++i) first[static_cast<size_t>(i)] = i;
+    io::load_batch(*data, first, tr, io::NormalizeTable(in.c(), cfg.mean, cfg.std), 0, 0, 1, xt.data());
     std::copy_n(data->labels().begin(), x, labels.begin());
   } else {
     std::mt19937 rng(1);

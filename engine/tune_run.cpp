@@ -19,7 +19,7 @@
 #include "engine/run_folder.hpp"
 #include "engine/exit.hpp"
 #include "engine/tune_profile.hpp"
-#include "io/hdf5_dataset.hpp"
+#include "io/dataset.hpp"
 
 namespace dtrain::engine {
 
@@ -363,7 +363,7 @@ int run_tune(const TuneOptions& t, TrainConfig cfg, MPI_Comm world) {
   prof.threads = cfg.threads > 0 ? cfg.threads : std::max(1, static_cast<int>(cores) / t.workers_per_node);
   prof.load_before = load_average_1m();
   int classes = 0;
-  if (!cfg.train_data.empty()) classes = io::Hdf5Dataset(cfg.train_data).classes();
+  if (!cfg.train_data.empty()) classes = io::open_dataset(cfg.train_data)->classes();
   measure_memory(cfg.model, classes, prof);
   // The candidates that fit the budget: only those are profiled.
   const double budget = memory_budget(t, rank, world);

@@ -30,14 +30,22 @@ namespace {
 // The loader of this worker's batches, in step order (I/O hidden under compute):
 // from `from` (a resumed run) to the schedule's total steps (max-steps
 // applied), in pinned buffers on a device.
+// Loader threads per rank: loader-threads, else io::default_loader_threads.
+int po_threads(const TrainJob& job) {
+  return job.cfg.loader_threads > 0 ? job.cfg.loader_threads : io::default_loader_threads(job.topo.ranks_on_host());
+}
+
 io::Prefetcher make_loader(TrainJob& job, const ResumePoint& from) {
   const TrainConfig& cfg = job.cfg;
   io::PrefetchOptions po;
-  po.threads = cfg.loader_threads > 0 ? cfg.loader_threads : io::default_loader_threads(job.topo.ranks_on_host());
+  po.threads = po_threads(job);
   po.depth = cfg.loader_depth;
   po.mean = cfg.mean;
   po.std = cfg.std;
-  po.augment = {cfg.augment_pad, cfg.augment_flip};
+  po.augment = job.train_transform.augment;
+  po.input = job.train_transform.input;
+  po.resize = job.train_transform.resize;
+  po.dct_scaling = job.train_transform.dct_scaling;
   po.seed = static_cast<uint64_t>(cfg.seed) * 0x9E3779B97F4A7C15ull + 11;
   po.start_epoch = from.epoch;
   po.start_step = from.step_in_epoch;
@@ -64,7 +72,8 @@ WorkerLoop::WorkerLoop(TrainJob& job, comm::Exchange* ex, const RunOutputs& out,
       loss_scale_(1.0f / static_cast<float>(job.global_batch())),
       agreement_(job.world_size > 1 ? job.topo.workers() : MPI_COMM_NULL) {
   const TrainConfig& cfg = job.cfg;
-  if (job.test_set) evaluator_.emplace(*job.test_set, cfg, job.topo.worker_index(), job.topo.num_workers(), ex);
+  if (job.test_set)
+    evaluator_.emplace(*job.test_set, cfg, job.topo.worker_index(), job.topo.num_workers(), ex, po_threads(job));
   if (settings::nonfinite_rank().value_or(0) == job.rank()) inject_at_ = settings::nonfinite_at_step();
   if (ex || inject_at_)
     on_ready_ = [this, ex](size_t begin, size_t end) {

@@ -10,6 +10,7 @@
 
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "io/h5_checks.hpp"
 
 namespace dtrain::io {
 
@@ -174,62 +175,6 @@ void write_dataset(const std::string& path, std::span<const uint8_t> images, int
 
 // ---- reader --------------------------------------------------------------------
 
-namespace {
-
-// Opens dataset `name` under `file`, or throws UsageError naming path and object.
-H5Id open_dataset(hid_t file, const std::string& path, const char* name, hid_t dapl) {
-  const std::string obj = std::string("/") + name;
-  if (!h5_link_exists(file, name)) DT_USAGE(path, ": ", obj, ": dataset is missing");
-  H5O_info_t info;
-  if (H5Oget_info_by_name(file, name, &info, H5P_DEFAULT) < 0)
-    DT_USAGE(path, ": ", obj, ": cannot read object header", h5_error_suffix());
-  if (info.type != H5O_TYPE_DATASET) DT_USAGE(path, ": ", obj, ": is not a dataset");
-  hid_t d = H5Dopen2(file, name, dapl);
-  if (d < 0) DT_USAGE(path, ": ", obj, ": cannot open dataset", h5_error_suffix());
-  return H5Id(d, H5Dclose);
-}
-
-// Checks integer class, size and signedness of a dataset's type.
-void check_int_type(hid_t dset, const std::string& path, const char* obj, size_t bytes,
-                    bool is_signed, const char* expected) {
-  H5Id type(H5Dget_type(dset), H5Tclose);
-  if (!type.valid()) DT_USAGE(path, ": ", obj, ": cannot read dtype", h5_error_suffix());
-  const bool ok = H5Tget_class(type.get()) == H5T_INTEGER && H5Tget_size(type.get()) == bytes &&
-                  (H5Tget_sign(type.get()) == H5T_SGN_2) == is_signed;
-  if (!ok)
-    DT_USAGE(path, ": ", obj, ": dtype is ", h5_type_name(type.get()), ", expected ", expected);
-}
-
-std::vector<hsize_t> dataset_dims(hid_t dset, const std::string& path, const char* obj) {
-  H5Id space(H5Dget_space(dset), H5Sclose);
-  if (!space.valid()) DT_USAGE(path, ": ", obj, ": cannot read dataspace", h5_error_suffix());
-  int rank = H5Sget_simple_extent_ndims(space.get());
-  if (rank < 0) DT_USAGE(path, ": ", obj, ": cannot read rank", h5_error_suffix());
-  std::vector<hsize_t> dims(static_cast<size_t>(rank));
-  if (rank > 0) H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
-  return dims;
-}
-
-int read_classes(hid_t file, const std::string& path) {
-  if (H5Aexists(file, "classes") <= 0)
-    DT_USAGE(path, ": attribute 'classes' on the file root is missing");
-  H5Id attr(H5Aopen(file, "classes", H5P_DEFAULT), H5Aclose);
-  if (!attr.valid()) DT_USAGE(path, ": attribute 'classes': cannot open", h5_error_suffix());
-  H5Id type(H5Aget_type(attr.get()), H5Tclose);
-  H5Id space(H5Aget_space(attr.get()), H5Sclose);
-  if (H5Tget_class(type.get()) != H5T_INTEGER || H5Sget_simple_extent_npoints(space.get()) != 1)
-    DT_USAGE(path, ": attribute 'classes': must be a single integer, found ",
-             h5_type_name(type.get()));
-  int64_t classes = 0;
-  if (H5Aread(attr.get(), H5T_NATIVE_INT64, &classes) < 0)
-    DT_USAGE(path, ": attribute 'classes': cannot read", h5_error_suffix());
-  if (classes <= 0 || classes > INT32_MAX)
-    DT_USAGE(path, ": attribute 'classes': must be > 0, found ", classes);
-  return int(classes);
-}
-
-}  // namespace
-
 // ReadStats plus an LRU model of HDF5's chunk cache (capacity = cache bytes ÷
 // chunk bytes), used to estimate the bytes HDF5 takes from chunks.
 struct Hdf5Dataset::Counters {
@@ -392,7 +337,7 @@ void Hdf5Dataset::inspect_layout(const Hdf5Options& options) {
     const int64_t slots = next_prime(std::max<int64_t>(521, std::min<int64_t>(100 * fit, 1 << 20)));
     DT_H5(H5Pset_chunk_cache(dapl.get(), size_t(slots), size_t(cache_bytes_), 1.0));
     images_.reset();  // an open dataset shares its chunk cache with later opens: close first
-    images_ = open_dataset(file_.get(), path_, "images", dapl.get());
+    images_ = open_h5_dataset(file_.get(), path_, "images", dapl.get());
   }
 }
 
@@ -401,9 +346,12 @@ Hdf5Dataset::Hdf5Dataset(const std::string& path, const Hdf5Options& options)
   quiet_h5_errors();
   file_ = open_h5_read_only(path);
   const hid_t f = file_.get();
+  if (has_attribute(f, "layout"))
+    if (const std::string layout = read_string_attribute(f, path, "layout"); layout != "raw")
+      DT_USAGE(path, ": attribute 'layout' is '", layout, "': not a raw dataset file (open it with io::open_dataset)");
   classes_ = read_classes(f, path);
 
-  images_ = open_dataset(f, path, "images", H5P_DEFAULT);
+  images_ = open_h5_dataset(f, path, "images", H5P_DEFAULT);
   check_int_type(images_.get(), path, "/images", 1, false, "uint8");
   auto idims = dataset_dims(images_.get(), path, "/images");
   if (idims.size() != 4)
@@ -418,19 +366,7 @@ Hdf5Dataset::Hdf5Dataset(const std::string& path, const Hdf5Options& options)
   c_ = int64_t(idims[3]);
   inspect_layout(options);  // reopens /images with a chunk cache sized for random reads
 
-  H5Id labels = open_dataset(f, path, "labels", H5P_DEFAULT);
-  check_int_type(labels.get(), path, "/labels", 4, true, "int32");
-  auto ldims = dataset_dims(labels.get(), path, "/labels");
-  if (ldims.size() != 1) DT_USAGE(path, ": /labels: rank is ", ldims.size(), ", expected 1 ([N])");
-  if (int64_t(ldims[0]) != n_)
-    DT_USAGE(path, ": /labels: has ", ldims[0], " entries but /images has ", n_, " samples");
-  labels_.resize(size_t(n_));
-  if (H5Dread(labels.get(), H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, labels_.data()) < 0)
-    DT_USAGE(path, ": /labels: read failed (truncated file?)", h5_error_suffix());
-  for (int64_t i = 0; i < n_; ++i)
-    if (labels_[size_t(i)] < 0 || labels_[size_t(i)] >= classes_)
-      DT_USAGE(path, ": /labels: label ", labels_[size_t(i)], " at index ", i, " is outside [0, ",
-               classes_, ")");
+  labels_ = read_labels(f, path, n_, classes_, "/images");
 }
 
 void Hdf5Dataset::read_range(int64_t begin, int64_t count, uint8_t* out) const {
@@ -499,6 +435,16 @@ void Hdf5Dataset::read_images(const std::vector<int64_t>& indices, uint8_t* out)
   }
   count_read(sorted, int64_t(indices.size()), int64_t(runs),
              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+}
+
+void Hdf5Dataset::read_stored(const std::vector<int64_t>& sorted, StoredSamples& out) const {
+  for (size_t k = 1; k < sorted.size(); ++k)
+    DT_CHECK(sorted[k] > sorted[k - 1], path_, ": read_stored: indices not increasing at position ", k);
+  const size_t sb = size_t(sample_bytes());
+  out.bytes.resize(sorted.size() * sb);
+  out.offsets.resize(sorted.size() + 1);
+  for (size_t k = 0; k <= sorted.size(); ++k) out.offsets[k] = k * sb;
+  read_images(sorted, out.bytes.data());  // sorted and distinct: read in place
 }
 
 }  // namespace dtrain::io

@@ -1,10 +1,12 @@
-// io/hdf5_dataset.hpp — the dataset HDF5 files of DESIGN.md §5: writer and reader.
+// io/hdf5_dataset.hpp — the raw dataset HDF5 files of DESIGN.md §5
+// (docs/data-formats.md, layout "raw"): writer and reader.
 //
 // Layout:
 //   /images   uint8 [N, H, W, C], chunked along N (kChunkTargetBytes per chunk,
 //             at least kMinChunkSamples samples), uncompressed by default
 //   /labels   int32 [N], every value in [0, classes)
 //   classes   int attribute on the file root, > 0
+//   layout    optional string attribute "raw" (a "jpeg" file is JpegDataset's)
 //
 // Writing goes to "<path>.tmp.<pid>" and is renamed on completion, so a killed
 // writer never leaves a half file under the final name (DatasetWriter; the
@@ -47,6 +49,7 @@
 #include <string>
 #include <vector>
 
+#include "io/dataset.hpp"
 #include "io/h5_util.hpp"
 
 namespace dtrain::io {
@@ -119,46 +122,40 @@ struct Hdf5Options {
   int64_t max_auto_cache_bytes = int64_t{256} << 20;  // automatic cache limit, bytes
 };
 
-// Counters of read_images / read_range since open or reset_read_stats().
-struct ReadStats {
-  int64_t calls = 0;              // read_images + read_range calls
-  int64_t samples = 0;            // samples delivered
-  int64_t bytes_delivered = 0;    // samples · sample_bytes
-  int64_t bytes_from_chunks = 0;  // bytes HDF5 takes from chunks (modelled, file comment)
-  int64_t requests = 0;           // hyperslab reads issued (one per run)
-  int64_t chunk_loads = 0;        // whole chunks loaded into the cache (modelled misses)
-  double seconds = 0;             // wall time inside the calls, HDF5 lock waits included
-  double amplification() const {  // bytes_from_chunks ÷ bytes_delivered (0 before any read)
-    return bytes_delivered > 0 ? double(bytes_from_chunks) / double(bytes_delivered) : 0.0;
-  }
-};
-
-class Hdf5Dataset {
+// ReadStats (io/dataset.hpp) here count read_images / read_range / read_stored
+// calls; bytes_delivered = samples · sample_bytes.
+class Hdf5Dataset final : public Dataset {
  public:
   // Opens and validates `path` (see the file comment). Throws UsageError.
   explicit Hdf5Dataset(const std::string& path, const Hdf5Options& options = {});
-  ~Hdf5Dataset();
+  ~Hdf5Dataset() override;
   Hdf5Dataset(Hdf5Dataset&&) noexcept;
   Hdf5Dataset& operator=(Hdf5Dataset&&) noexcept;
 
-  const std::string& path() const { return path_; }
-  int64_t n() const { return n_; }
+  Layout layout() const override { return Layout::raw; }
+  const std::string& path() const override { return path_; }
+  int64_t n() const override { return n_; }
   int64_t height() const { return h_; }
   int64_t width() const { return w_; }
-  int64_t channels() const { return c_; }
+  int64_t channels() const override { return c_; }
+  ImageShape shape(int64_t) const override { return {h_, w_, c_}; }
+  std::optional<ImageShape> fixed_shape() const override { return ImageShape{h_, w_, c_}; }
   int64_t sample_bytes() const { return h_ * w_ * c_; }  // bytes per image
-  int classes() const { return classes_; }
-  const std::vector<int32_t>& labels() const { return labels_; }  // [N]
+  int classes() const override { return classes_; }
+  const std::vector<int32_t>& labels() const override { return labels_; }  // [N]
   // Samples per /images chunk (N for a contiguous dataset); bytes per chunk.
   int64_t chunk_samples() const { return chunk_samples_; }
   int64_t chunk_bytes() const { return chunk_samples_ * sample_bytes(); }
   bool filtered() const { return filtered_; }                    // compressed / filtered chunks
   int64_t chunk_cache_bytes() const { return cache_bytes_; }     // as configured at open
-  const std::vector<std::string>& warnings() const { return warnings_; }  // layout warnings
+  const std::vector<std::string>& warnings() const override { return warnings_; }  // layout warnings
 
   // Thread-safe snapshot / reset of the read counters.
-  ReadStats read_stats() const;
-  void reset_read_stats();
+  ReadStats read_stats() const override;
+  void reset_read_stats() override;
+
+  // Dataset::read_stored: read_images of `sorted` (no staging), offsets k · sample_bytes.
+  void read_stored(const std::vector<int64_t>& sorted, StoredSamples& out) const override;
 
   // Reads samples `indices` (any order, repeats allowed, each in [0, N)) into
   // out: [indices.size(), H, W, C] uint8, in the order given. Thread-safe

@@ -2,9 +2,12 @@
 // (the protocol is written out in prefetcher.hpp).
 #include "io/prefetcher.hpp"
 
+#include <time.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <memory>
 #include <new>
 
 #include "core/error.hpp"
@@ -16,7 +19,31 @@ namespace {
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
+double thread_cpu_s() {
+  timespec t{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+}
 constexpr std::align_val_t kAlign{64};
+}  // namespace
+
+namespace {
+InputTransform make_transform(const Dataset& data, const PrefetchOptions& o) {
+  InputTransform t;
+  t.input = o.input;
+  if (t.input.h <= 0) {
+    const auto fixed = data.fixed_shape();
+    DT_CHECK(fixed.has_value(), data.path(), ": a ", layout_name(data.layout()),
+             " file has images of many sizes: PrefetchOptions::input must give the network input");
+    t.input = *fixed;
+  }
+  t.resize = o.resize;
+  t.augment = o.augment;
+  t.train = true;
+  t.dct_scaling = o.dct_scaling;
+  check_transform(data, t);
+  return t;
+}
 }  // namespace
 
 int default_loader_threads(int ranks_on_host) {
@@ -30,17 +57,18 @@ int default_loader_threads(int ranks_on_host) {
   return int(std::clamp(per_rank, 1L, long(kMaxDefaultLoaderThreads)));
 }
 
-Prefetcher::Prefetcher(const Hdf5Dataset& data, Sampler plan, PrefetchOptions options)
+Prefetcher::Prefetcher(const Dataset& data, Sampler plan, PrefetchOptions options)
     : data_(data),
       plan_(std::move(plan)),
       opt_(std::move(options)),
-      norm_(data.channels(), opt_.mean, opt_.std),
+      transform_(make_transform(data, opt_)),
+      norm_(transform_.input.c, opt_.mean, opt_.std),
       threads_(opt_.threads > 0 ? opt_.threads : default_loader_threads(1)),
       depth_(opt_.depth),
       b_(plan_.minibatch()),
-      c_(data.channels()),
-      h_(data.height()),
-      w_(data.width()) {
+      c_(transform_.input.c),
+      h_(transform_.input.h),
+      w_(transform_.input.w) {
   DT_CHECK(depth_ >= 1, "prefetch depth must be >= 1, got ", depth_);
   DT_CHECK(opt_.augment.pad >= 0, "crop padding must be >= 0, got ", opt_.augment.pad);
   DT_CHECK(plan_.n() <= data.n(), data.path(), ": the sampler covers ", plan_.n(),
@@ -60,7 +88,6 @@ Prefetcher::Prefetcher(const Hdf5Dataset& data, Sampler plan, PrefetchOptions op
   slots_.resize(size_t(depth_) + 1);
   for (size_t i = 0; i < slots_.size(); ++i) {
     Slot& s = slots_[i];
-    s.raw.resize(size_t(b_ * data.sample_bytes()));
     s.batch.size = b_;
     s.batch.x = static_cast<float*>(alloc(size_t(b_ * c_ * h_ * w_) * sizeof(float)));
     s.batch.labels = static_cast<int32_t*>(alloc(size_t(b_) * sizeof(int32_t)));
@@ -120,6 +147,14 @@ void Prefetcher::fail(std::exception_ptr e) {
 }
 
 void Prefetcher::worker() {
+  std::unique_ptr<SampleDecoder> dec;  // this thread's scratch buffers and JPEG handle
+  try {
+    dec = std::make_unique<SampleDecoder>(data_, transform_, norm_, opt_.seed);
+  } catch (...) {
+    std::lock_guard<std::mutex> g(mu_);
+    fail(std::current_exception());
+    return;
+  }
   std::unique_lock<std::mutex> lk(mu_);
   for (;;) {
     work_cv_.wait(lk, [this] { return stop_ || can_read() || decodable() != nullptr; });
@@ -130,7 +165,7 @@ void Prefetcher::worker() {
       if (read_first || decodable() == nullptr)
         read_batch(lk);
       else
-        decode_part(lk);
+        decode_part(lk, *dec);
     } catch (...) {
       if (!lk.owns_lock()) lk.lock();
       fail(std::current_exception());
@@ -170,7 +205,7 @@ void Prefetcher::read_batch(std::unique_lock<std::mutex>& lk) {
   for (int64_t k = 0; k < b_; ++k)
     s.pos[size_t(k)] = std::lower_bound(s.sorted.begin(), s.sorted.end(), s.batch.indices[size_t(k)]) -
                        s.sorted.begin();
-  data_.read_images(s.sorted, s.raw.data());  // sorted and distinct: read in place
+  data_.read_stored(s.sorted, s.stored);  // sorted and distinct: read in place
   const std::vector<int32_t>& labels = data_.labels();
   for (int64_t i = 0; i < b_; ++i) s.batch.labels[i] = labels[size_t(s.batch.indices[size_t(i)])];
   const double read_s = now_s() - s.t_start;
@@ -186,21 +221,26 @@ void Prefetcher::read_batch(std::unique_lock<std::mutex>& lk) {
   work_cv_.notify_all();
 }
 
-void Prefetcher::decode_part(std::unique_lock<std::mutex>& lk) {
+void Prefetcher::decode_part(std::unique_lock<std::mutex>& lk, SampleDecoder& dec) {
   Slot& s = *decodable();
   const int part = s.claimed++;
   lk.unlock();
 
+  const double t0 = now_s(), c0 = thread_cpu_s();
   const int64_t begin = part * part_samples_, end = std::min(b_, begin + part_samples_);
-  const int64_t sb = data_.sample_bytes(), chw = c_ * h_ * w_;
+  const int64_t chw = c_ * h_ * w_;
   for (int64_t i = begin; i < end; ++i) {
     const int64_t index = s.batch.indices[size_t(i)];
-    const CropFlip cf = crop_flip_for(opt_.augment, opt_.seed, s.batch.epoch, index);
-    decode_sample(s.raw.data() + s.pos[size_t(i)] * sb, h_, w_, c_, norm_, opt_.augment.pad, cf,
-                  s.batch.x + i * chw);
+    if (opt_.test_before_decode) opt_.test_before_decode(index);
+    const size_t k = size_t(s.pos[size_t(i)]);
+    dec.decode(index, s.batch.epoch, s.stored.data(k), s.stored.size(k), s.batch.x + i * chw);
   }
+  const double secs = now_s() - t0, cpu = thread_cpu_s() - c0;
 
   lk.lock();
+  stats_.decode_s += secs;
+  stats_.decode_cpu_s += cpu;
+  stats_.decoded += end - begin;
   if (++s.done < s.parts) return;
   const int id = int(&s - slots_.data());
   decoding_.erase(std::find(decoding_.begin(), decoding_.end(), id));

@@ -6,13 +6,16 @@
 // D + 1 preallocated batch buffers cycle between a free queue and a full queue.
 // Batch k of the plan (ticket k → (epoch, step), io::Sampler) goes through
 //   1. read    — one thread at a time (HDF5 holds one global lock anyway): take a
-//                free buffer, the sample indices from the Sampler, the raw uint8
-//                bytes through Hdf5Dataset::read_images (sorted-run hyperslabs;
-//                the indices are sorted here, so HDF5 writes straight into the
-//                buffer and decode reads each sample from its sorted row);
+//                free buffer, the sample indices from the Sampler, the stored
+//                bytes through Dataset::read_stored (pixels of a raw file, JPEGs
+//                of a jpeg one; sorted-run hyperslabs; the indices are sorted
+//                here, so HDF5 writes straight into the buffer and decode reads
+//                each sample from its sorted position);
 //   2. decode  — split into parts that any idle thread picks up, outside every
-//                lock: uint8 HWC → float CHW normalised per channel, crop + flip
-//                (io/augment.hpp; randomness = f(seed, epoch, sample index));
+//                lock: JPEG decode, the sample's crop / resize / flip, float CHW
+//                normalised per channel (io/sample_decoder.hpp, io/augment.hpp;
+//                randomness = f(seed, epoch, sample index)), one SampleDecoder
+//                per thread;
 //   3. full    — the buffer waits in the full queue, keyed by ticket; next()
 //                hands out ticket 0, 1, 2, … whichever thread finished first.
 // Threads prefer reading while fewer than T batches wait for decoding, so the
@@ -35,7 +38,8 @@
 #include <vector>
 
 #include "io/augment.hpp"
-#include "io/hdf5_dataset.hpp"
+#include "io/dataset.hpp"
+#include "io/sample_decoder.hpp"
 #include "io/sampler.hpp"
 
 namespace dtrain::io {
@@ -60,7 +64,10 @@ struct PrefetchOptions {
   int depth = 2;               // D ≥ 1 batches produced ahead of the consumer's one
   std::vector<float> mean;     // per channel, on pixel/255 (empty = 0)
   std::vector<float> std;      // per channel (empty = 1)
-  AugmentOptions augment;      // crop with padding / flip; off by default
+  AugmentOptions augment;      // crops (none | crop | rrc), padding, flip; off by default
+  ImageShape input;            // the network input of one sample; h = 0 → the file's fixed shape (raw)
+  int64_t resize = 0;          // R of the fixed crops (InputTransform); 0 → default_resize(input)
+  bool dct_scaling = true;     // JPEG decode at 1/2, 1/4, 1/8 when the region allows (sample_decoder.hpp)
   uint64_t seed = 0;           // augmentation seed (independent of the Sampler's)
   int64_t start_epoch = 0;     // first batch delivered: (start_epoch, start_step)
   int64_t start_step = 0;      //   (a resumed run continues its plan)
@@ -70,11 +77,14 @@ struct PrefetchOptions {
   // hook run there before each read (may throw, to inject a failure).
   double injected_read_delay_s = 0;
   std::function<void(int64_t epoch, int64_t step)> test_before_read;
+  // Test only: run before each sample's decode, outside every lock (may sleep,
+  // to shuffle the order in which threads finish).
+  std::function<void(int64_t index)> test_before_decode;
 };
 
 // One delivered minibatch. Valid until release() or the next next().
 struct Batch {
-  float* x = nullptr;            // [B, C, H, W] float, normalised and augmented
+  float* x = nullptr;            // [B, C, H, W] float (the network input), normalised and augmented
   int32_t* labels = nullptr;     // [B]
   std::vector<int64_t> indices;  // [B] dataset indices, in Sampler order
   int64_t size = 0;              // B
@@ -90,13 +100,17 @@ struct PrefetchStats {
   double read_s = 0;       // sum of per-batch read seconds (serialised)
   double produce_s = 0;    // sum of per-batch read-start → ready seconds
   int64_t produced = 0;    // batches that reached the full queue
+  double decode_s = 0;     // wall seconds in decode parts (JPEG decode, crop, resize, normalise), summed over threads
+  double decode_cpu_s = 0; // CPU seconds of the same (CLOCK_THREAD_CPUTIME_ID): the cost without time sharing
+  int64_t decoded = 0;     // samples decoded
 };
 
 class Prefetcher {
  public:
   // `data` must outlive the Prefetcher; `plan` gives each step's indices
-  // (plan.n() ≤ data.n()). Starts the threads. Throws Error on bad options.
-  Prefetcher(const Hdf5Dataset& data, Sampler plan, PrefetchOptions options);
+  // (plan.n() ≤ data.n()). Starts the threads. Throws Error on bad options,
+  // UsageError when the transform does not fit the file (check_transform).
+  Prefetcher(const Dataset& data, Sampler plan, PrefetchOptions options);
   ~Prefetcher();  // stop()
   Prefetcher(const Prefetcher&) = delete;
   Prefetcher& operator=(const Prefetcher&) = delete;
@@ -114,15 +128,16 @@ class Prefetcher {
   int threads() const { return threads_; }
   int depth() const { return depth_; }
   int64_t minibatch() const { return b_; }
+  const InputTransform& transform() const { return transform_; }
   int64_t steps_per_epoch() const { return plan_.steps_per_epoch(); }
 
  private:
   enum class State { Free, Reading, Decoding, Ready, Held };
   struct Slot {
     Batch batch;
-    std::vector<uint8_t> raw;      // [U, H, W, C] uint8: the U distinct indices, sorted
+    StoredSamples stored;          // the stored bytes of the U distinct indices, sorted
     std::vector<int64_t> sorted;   // [U] distinct indices in file order (one read, no staging)
-    std::vector<int64_t> pos;      // [B] row of raw holding batch sample k
+    std::vector<int64_t> pos;      // [B] position in stored of batch sample k
     State state = State::Free;
     int64_t ticket = -1;
     int parts = 0, claimed = 0, done = 0;
@@ -131,15 +146,16 @@ class Prefetcher {
 
   void worker();
   void read_batch(std::unique_lock<std::mutex>& lk);    // called with mu_ held
-  void decode_part(std::unique_lock<std::mutex>& lk);   // called with mu_ held
+  void decode_part(std::unique_lock<std::mutex>& lk, SampleDecoder& dec);  // called with mu_ held
   bool can_read() const;
   Slot* decodable();
   void fail(std::exception_ptr e);  // with mu_ held
   void release_locked();
 
-  const Hdf5Dataset& data_;
+  const Dataset& data_;
   Sampler plan_;  // used by the one reading thread only
   PrefetchOptions opt_;
+  InputTransform transform_;
   NormalizeTable norm_;
   int threads_, depth_;
   int64_t b_, c_, h_, w_, part_samples_;

@@ -2,7 +2,13 @@
 set(DTRAIN_IO_SOURCES
   io/h5_util.cpp
   io/idx.cpp
+  io/h5_checks.cpp
+  io/dataset.cpp
   io/hdf5_dataset.cpp
+  io/jpeg_dataset.cpp
+  io/jpeg_codec.cpp
+  io/resample.cpp
+  io/sample_decoder.cpp
   io/float_arrays.cpp
   io/sampler.cpp
   io/batch.cpp

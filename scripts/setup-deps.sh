@@ -20,7 +20,8 @@ packages=(
   catch2
   libdnnl-dev ocl-icd-opencl-dev libopenblas-dev
   nlohmann-json3-dev zlib1g-dev
-  libturbojpeg0-dev libpng-dev libexif-dev libvips-dev  # dtrain data imagefolder (io/image_codec.cpp)
+  libturbojpeg0-dev libpng-dev libexif-dev libvips-dev  # dtrain data imagefolder (io/image_codec.cpp), the jpeg loader
+  libswscale-dev  # the jpeg loader's resampler (io/resample.cpp)
   dataset-fashion-mnist
   python3 procps  # procps: pgrep/pkill in the tests (only cmake pulls it in otherwise)
   slurm-wlm munge python3-matplotlib

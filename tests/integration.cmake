@@ -6,8 +6,8 @@ target_include_directories(dtrain_compare_checkpoints PRIVATE ${CMAKE_SOURCE_DIR
 target_link_libraries(dtrain_compare_checkpoints PRIVATE dtrain_io)
 # Integration tests: the dtrain binary on real Fashion-MNIST (Debian's
 # dataset-fashion-mnist), sharing one converted copy through a fixture.
-set(DTRAIN_IT_ENV "DTRAIN=$<TARGET_FILE:dtrain>;COMPARE=$<TARGET_FILE:dtrain_compare_params>;COMPARE_CKPT=$<TARGET_FILE:dtrain_compare_checkpoints>;WORK=${CMAKE_BINARY_DIR}/it;SRC=${CMAKE_SOURCE_DIR};OMP_NUM_THREADS=2;OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
-foreach(t data_convert train_short determinism bad_input distributed failures rank_failures tune tune_prediction device_staged usage_and_outputs checkpoint checkpoint_faults recipes)
+set(DTRAIN_IT_ENV "DTRAIN=$<TARGET_FILE:dtrain>;MAKE_STORE=$<TARGET_FILE:dtrain_make_jpeg_store>;COMPARE=$<TARGET_FILE:dtrain_compare_params>;COMPARE_CKPT=$<TARGET_FILE:dtrain_compare_checkpoints>;WORK=${CMAKE_BINARY_DIR}/it;SRC=${CMAKE_SOURCE_DIR};OMP_NUM_THREADS=2;OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
+foreach(t data_convert train_short determinism bad_input distributed failures rank_failures tune tune_prediction device_staged usage_and_outputs checkpoint checkpoint_faults recipes jpeg_train)
   add_test(NAME it_${t} COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/${t}.sh)
   set_tests_properties(it_${t} PROPERTIES ENVIRONMENT "${DTRAIN_IT_ENV}" LABELS integration TIMEOUT 900)
 endforeach()

@@ -9,6 +9,7 @@
 #include <future>
 #include <thread>
 
+#include "io/hdf5_dataset.hpp"
 #include "io/prefetcher.hpp"
 #include "tests/test_io_util.hpp"
 
