@@ -23,10 +23,14 @@ check_key "$R50" momentum 0.9; check_key "$R50" weight-decay 1e-4; check_key "$R
 check_key "$ALEX" lr 0.01; check_key "$ALEX" minibatch 64; check_key "$ALEX" lr-step-epochs 20
 check_key "$ALEX" epochs 90; check_key "$ALEX" momentum 0.9; check_key "$ALEX" weight-decay 5e-4
 check_key "$ALEX" dropout 0.5
+check_key "$R50" augment rrc; check_key "$R50" augment-flip true
+check_key "$ALEX" augment crop; check_key "$ALEX" eval-resize 256; check_key "$ALEX" augment-flip true
 [ -z "$(job_value "$ALEX" lr-milestones)" ] || fail "alexnet: lr-milestones beside lr-step-epochs"
 
-"$DTRAIN" data synth --shape 224x224x3 --n 16 --classes 1000 --out "$SCRATCH/s224.h5" --seed 3
-"$DTRAIN" data synth --shape 227x227x3 --n 16 --classes 1000 --out "$SCRATCH/s227.h5" --seed 4
+# Stored at 256×256, as the recipes' stores are (shorter side 256): ResNet-50
+# takes random-resized 224 crops of it, AlexNet random 227 crops.
+"$DTRAIN" data synth --shape 256x256x3 --n 16 --classes 1000 --out "$SCRATCH/s256a.h5" --seed 3
+"$DTRAIN" data synth --shape 256x256x3 --n 16 --classes 1000 --out "$SCRATCH/s256b.h5" --seed 4
 common=(--max-steps 2 --max-train-samples 4 --minibatch 1 --threads 1 --loader-threads 1 --ps 1 --log-interval 1
         --save-params "")
 
@@ -45,12 +49,12 @@ PY
   echo "ok: $name, 4 workers + 1 server ($mode)"
 }
 
-run_recipe resnet50 "$R50" "$SCRATCH/s224.h5" hybrid --ranks-per-node 2 --test-data ""
+run_recipe resnet50 "$R50" "$SCRATCH/s256a.h5" hybrid --ranks-per-node 2 --test-data ""
 # Warm-up from 0.1·lr over 5 epochs of 1 step: step 0 at 0.01, step 1 at 0.01 + 0.09/5.
 lr1=$(json_field "$SCRATCH/resnet50.jsonl" step lr)
 "$py" -c "import sys; sys.exit(0 if abs($lr1 - 0.028) < 1e-6 else 1)" || fail "resnet50: lr at step 2 is $lr1, not 0.028"
 
-run_recipe alexnet "$ALEX" "$SCRATCH/s227.h5" ps --test-data "$SCRATCH/s227.h5" --max-test-samples 8 --eval-minibatch 2
+run_recipe alexnet "$ALEX" "$SCRATCH/s256b.h5" ps --test-data "$SCRATCH/s256b.h5" --max-test-samples 8 --eval-minibatch 2
 top1=$(json_field "$SCRATCH/alexnet.jsonl" epoch test_accuracy)
 top5=$(json_field "$SCRATCH/alexnet.jsonl" epoch test_top5_accuracy)
 "$py" -c "import sys; sys.exit(0 if 0 <= $top1 <= $top5 <= 1 else 1)" || fail "alexnet: top-1 $top1, top-5 $top5"
