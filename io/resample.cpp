@@ -13,6 +13,7 @@ extern "C" {
 #include <string>
 
 #include "core/error.hpp"
+#include "io/image_codec.hpp"  // init_vips: one libvips set-up for the converter and the loader
 
 namespace dtrain::io {
 
@@ -97,14 +98,6 @@ void resample_swscale(const uint8_t* src, int64_t w, int64_t c, const Rect& from
 }
 
 // ---- libvips: small sizes and other channel counts ---------------------------
-
-void init_vips() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    if (VIPS_INIT("dtrain") != 0) DT_FAIL("libvips: initialisation failed: ", vips_error_buffer());
-    vips_cache_set_max(0);  // no operation cache (resample.hpp)
-  });
-}
 
 std::string vips_message() {
   char* m = vips_error_buffer_copy();

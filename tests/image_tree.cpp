@@ -273,4 +273,59 @@ ImageTree write_image_tree(const std::string& dir, const std::string& fashion_di
   return t;
 }
 
+namespace {
+
+// Fashion-MNIST image i of a set, as one of the three kinds of write_fashion_tree.
+Bytes fashion_file(const uint8_t* gray, size_t i, std::string* kind) {
+  const Bytes g(gray, gray + 28 * 28);
+  Bytes rgb(28 * 28 * 3);
+  for (size_t p = 0; p < 28 * 28; ++p) rgb[3 * p] = rgb[3 * p + 1] = rgb[3 * p + 2] = g[p];
+  switch (i % 3) {
+    case 0: *kind = "gray png 28x28"; return png_of(g, 28, 28, PNG_FORMAT_GRAY);
+    case 1: *kind = "jpeg 28x28"; return jpeg_of(rgb, 28, 28, TJPF_RGB, TJSAMP_444);
+    default: *kind = "png 56x56"; return png_of(upscale(rgb, 28, 28, 3, 56, 56), 56, 56, PNG_FORMAT_RGB);
+  }
+}
+
+}  // namespace
+
+ImageTree write_fashion_tree(const std::string& dir, const std::string& fashion_dir, int n_train, int n_val) {
+  io::init_vips();
+  const io::IdxImages train = io::read_idx_images(fashion_dir + "/train-images-idx3-ubyte.gz");
+  const std::vector<uint8_t> train_labels = io::read_idx_labels(fashion_dir + "/train-labels-idx1-ubyte.gz");
+  const io::IdxImages test = io::read_idx_images(fashion_dir + "/t10k-images-idx3-ubyte.gz");
+  const std::vector<uint8_t> test_labels = io::read_idx_labels(fashion_dir + "/t10k-labels-idx1-ubyte.gz");
+  if (n_train > int(train_labels.size()) || n_val > int(test_labels.size())) fail("not so many Fashion-MNIST images");
+  ImageTree t;
+  const fs::path root(dir);
+  t.train_root = (root / "train").string();
+  t.val_root = (root / "val").string();
+  t.val_labels = (root / "val_labels.txt").string();
+  fs::create_directories(t.train_root);
+  fs::create_directories(t.val_root);
+  std::string kind;
+  for (int i = 0; i < n_train; ++i) {
+    const std::string& cls = kClassNames[train_labels[size_t(i)]];
+    Bytes b = fashion_file(train.pixels.data() + 28 * 28 * size_t(i), size_t(i), &kind);
+    char name[64];
+    std::snprintf(name, sizeof name, "train_%05d.%s", i, kind.find("png") != std::string::npos ? "png" : "JPEG");
+    const std::string rel = cls + "/" + name;
+    write_bytes(root / "train" / rel, b);
+    t.train.push_back({rel, cls, kind, false});
+  }
+  std::ofstream labels(t.val_labels);
+  labels << "# NAME CLASS, as ImageNet's validation labels\n";
+  for (int i = 0; i < n_val; ++i) {
+    const std::string& cls = kClassNames[test_labels[size_t(i)]];
+    Bytes b = fashion_file(test.pixels.data() + 28 * 28 * size_t(i), size_t(i), &kind);
+    char name[64];
+    std::snprintf(name, sizeof name, "val_%05d.%s", i, kind.find("png") != std::string::npos ? "png" : "JPEG");
+    write_bytes(root / "val" / name, b);
+    t.val.push_back({name, cls, kind, false});
+    labels << name << " " << cls << "\n";
+  }
+  if (!labels) fail("cannot write " + t.val_labels);
+  return t;
+}
+
 }  // namespace dtrain::test

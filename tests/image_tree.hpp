@@ -46,4 +46,14 @@ struct ImageTree {
 ImageTree write_image_tree(const std::string& dir, const std::string& fashion_dir, int per_class, int val,
                            const std::string& kind = "");
 
+// A training-sized tree of Fashion-MNIST as it is distributed (not tinted):
+// train/<class>/ the first n_train images of the train set, val/ flat the first
+// n_val of the t10k set with val_labels.txt. The images are 28×28 gray, in
+// three kinds by index i: i % 3 == 0 a gray PNG at 28×28 (lossless: stored
+// exactly), 1 a gray-as-RGB JPEG at 28×28 (quality 92, 4:4:4), 2 an RGB PNG
+// upscaled by vips_resize to 56×56 (the converter scales it back to 28). For
+// tests/integration/imagefolder_train.sh (training from the converted tree
+// against training from the IDX-converted file).
+ImageTree write_fashion_tree(const std::string& dir, const std::string& fashion_dir, int n_train, int n_val);
+
 }  // namespace dtrain::test
