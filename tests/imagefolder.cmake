@@ -19,3 +19,9 @@ add_test(NAME it_imagefolder COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integratio
 set_tests_properties(it_imagefolder PROPERTIES
   ENVIRONMENT "${DTRAIN_IT_ENV};MAKE_TREE=$<TARGET_FILE:dtrain_make_image_tree>"
   LABELS integration TIMEOUT 300)
+
+# Training from a converted tree within 1 point of training from the IDX file (~5 min).
+add_test(NAME it_imagefolder_train COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/imagefolder_train.sh)
+set_tests_properties(it_imagefolder_train PROPERTIES
+  ENVIRONMENT "${DTRAIN_IT_ENV};MAKE_TREE=$<TARGET_FILE:dtrain_make_image_tree>"
+  LABELS integration TIMEOUT 900)
