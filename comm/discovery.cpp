@@ -40,6 +40,43 @@ Comm split_host(MPI_Comm c) {
   return Comm(host);
 }
 
+namespace {
+
+// Each rank's node leader (the lowest world rank on its node), on every rank.
+std::vector<int> node_leaders(MPI_Comm world, int ranks_per_node) {
+  int rank = 0, size = 1;
+  DT_CHECK_MPI(MPI_Comm_rank(world, &rank));
+  DT_CHECK_MPI(MPI_Comm_size(world, &size));
+  std::vector<int> leaders(static_cast<size_t>(size));
+  if (ranks_per_node > 0) {
+    for (int r = 0; r < size; ++r) leaders[static_cast<size_t>(r)] = r / ranks_per_node * ranks_per_node;
+    return leaders;
+  }
+  int leader = rank;
+  {
+    const Comm shared = split_host(world);
+    DT_CHECK_MPI(MPI_Allreduce(&rank, &leader, 1, MPI_INT, MPI_MIN, shared.get()));
+  }
+  DT_CHECK_MPI(MPI_Allgather(&leader, 1, MPI_INT, leaders.data(), 1, MPI_INT, world));
+  return leaders;
+}
+
+}  // namespace
+
+int other_node_rank(MPI_Comm world, int ranks_per_node) {
+  const std::vector<int> l = node_leaders(world, ranks_per_node);
+  for (size_t r = 1; r < l.size(); ++r)
+    if (l[r] != l[0]) return static_cast<int>(r);
+  return -1;
+}
+
+int same_node_rank(MPI_Comm world, int ranks_per_node) {
+  const std::vector<int> l = node_leaders(world, ranks_per_node);
+  for (size_t r = 1; r < l.size(); ++r)
+    if (l[r] == l[0]) return static_cast<int>(r);
+  return -1;
+}
+
 double pingpong_seconds(MPI_Comm c, int a, int b, size_t bytes, int iters, bool fastest) {
   DT_CHECK(iters >= 1, "ping-pong with ", iters, " iterations");
   int rank = 0;

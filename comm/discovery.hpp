@@ -38,6 +38,13 @@ class Comm {
 // ordered as in `c`. Collective over `c`. Throws Error on an MPI failure.
 Comm split_host(MPI_Comm c);
 
+// World ranks, by rank 0's node (collective over `world`): the first rank on
+// another node, and the first rank other than 0 on rank 0's node; −1 when there
+// is none. ranks_per_node > 0: virtual nodes of that many consecutive ranks;
+// 0: real nodes (split_host).
+int other_node_rank(MPI_Comm world, int ranks_per_node);
+int same_node_rank(MPI_Comm world, int ranks_per_node);
+
 // Ping-pong between ranks a and b of `c` (collective over `c`; the other ranks
 // wait): one-way time of a `bytes` message (any size: sent in pieces of at most
 // 1 GiB), the median (the upper one of an even count) of `iters`

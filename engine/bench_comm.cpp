@@ -9,6 +9,15 @@
 //                                          rank must move in an optimal ring)
 //   busbw (ps, hybrid) = algbw · 2         (each sender pushes S and pulls S)
 //   ping-pong bandwidth = S / (round trip / 2)
+//
+// `--links`: only the two links a scaling study rests on, from rank 0: to the
+// first other rank of its node (intra-node) and to the first rank of another
+// node (inter-node; none on one node). Latency = the fastest one-way time of 8
+// bytes (50 round trips); bandwidth = S / (median one-way time of S − latency)
+// with S = --max-mb (tune_profile's measure_link, what `dtrain tune` uses).
+// Prints one line per link and a JSON line
+//   {"kind":"links","intra":{"ranks":[0,r],"latency_us":..,"gbps":..},"inter":{..}|null,"bytes":S}
+// (gbps: 10^9 bits/s, the unit of link rates and of tc).
 #include <mpi.h>
 
 #include <algorithm>
@@ -16,6 +25,8 @@
 #include <chrono>
 #include <cstdio>
 #include <sstream>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "comm/discovery.hpp"
@@ -24,6 +35,7 @@
 #include "core/error.hpp"
 #include "engine/options.hpp"
 #include "engine/commands.hpp"
+#include "engine/tune_profile.hpp"
 
 namespace po = boost::program_options;
 
@@ -83,17 +95,41 @@ double time_mpi_allreduce(MPI_Comm c, size_t floats, int iters) {
   return median(t);
 }
 
+int bench_links(int rpn, size_t bytes, int rank) {
+  const int same = comm::same_node_rank(MPI_COMM_WORLD, rpn), other = comm::other_node_rank(MPI_COMM_WORLD, rpn);
+  std::string json = "{\"kind\":\"links\",\"bytes\":" + std::to_string(bytes);
+  for (auto [name, peer] : {std::pair{"intra", same}, std::pair{"inter", other}}) {
+    if (peer < 0) {
+      json += std::string(",\"") + name + "\":null";
+      if (rank == 0) std::printf("%s-node link: none (no such rank)\n", name);
+      continue;
+    }
+    const perf::Link l = measure_link(MPI_COMM_WORLD, 0, peer, bytes);
+    char buf[160];
+    std::snprintf(buf, sizeof buf, ",\"%s\":{\"ranks\":[0,%d],\"latency_us\":%.2f,\"gbps\":%.3f}", name, peer,
+                  l.latency * 1e6, l.bandwidth * 8 / 1e9);
+    json += buf;
+    if (rank == 0)
+      std::printf("%s-node link, ranks 0 and %d: latency %.1f us, bandwidth %.3f Gb/s (%.0f MiB messages)\n", name,
+                  peer, l.latency * 1e6, l.bandwidth * 8 / 1e9, static_cast<double>(bytes) / 1048576);
+  }
+  if (rank == 0) std::printf("%s}\n", json.c_str());
+  return kExitOk;
+}
+
 }  // namespace
 
 int cmd_bench_comm(const std::vector<std::string>& args) {
   int ps = 0, rpn = 0, iters = 5;
+  bool links = false;
   double min_kb = 4, max_mb = 256;
   po::options_description desc("dtrain bench comm [--ps N] [--ranks-per-node K] [--min-kb 4] [--max-mb 256] [--iters 5]");
   desc.add_options()("help,h", "this help")("ps", po::value(&ps)->default_value(0), "servers for the ps and hybrid rows (0: world/4, at least 1)")(
       "ranks-per-node", po::value(&rpn)->default_value(0), "virtual nodes for hybrid (0: real nodes)")(
       "min-kb", po::value(&min_kb)->default_value(4), "smallest message, KiB")(
       "max-mb", po::value(&max_mb)->default_value(256), "largest message, MiB")(
-      "iters", po::value(&iters)->default_value(5), "timed repetitions per size (median)");
+      "iters", po::value(&iters)->default_value(5), "timed repetitions per size (median)")(
+      "links", po::bool_switch(&links), "only the intra- and inter-node ping-pong links (latency, Gb/s) at --max-mb");
   po::variables_map vm = parse_command_line(args, desc, "dtrain bench comm: ");
   if (vm.count("help")) {
     std::printf("%s", (std::ostringstream() << desc).str().c_str());
@@ -106,8 +142,9 @@ int cmd_bench_comm(const std::vector<std::string>& args) {
   if (iters < 1) DT_USAGE("dtrain bench comm: option 'iters' must be >= 1");
   if (!(min_kb >= 1.0 / 256) || !(max_mb * 1024 >= min_kb) || max_mb > 4096)
     DT_USAGE("dtrain bench comm: options 'min-kb' and 'max-mb' must satisfy 1/256 <= min-kb <= 1024·max-mb, max-mb <= 4096");
-  if (ps == 0) ps = std::max(1, size / 4);
   comm::check_launcher(size);
+  if (links) return bench_links(rpn, static_cast<size_t>(max_mb * 1048576.0), rank);
+  if (ps == 0) ps = std::max(1, size / 4);
   comm::Topology all(MPI_COMM_WORLD, {0, 0});
   const bool with_ps = size - ps >= 1;
   std::unique_ptr<comm::Topology> servers;

@@ -37,24 +37,6 @@ void sleeping_barrier(MPI_Comm world) {
   }
 }
 
-// World rank of the first rank outside rank 0's (virtual) node, or −1.
-int other_node_rank(MPI_Comm world, int ranks_per_node) {
-  int rank = 0, size = 1;
-  DT_CHECK_MPI(MPI_Comm_rank(world, &rank));
-  DT_CHECK_MPI(MPI_Comm_size(world, &size));
-  if (ranks_per_node > 0) return ranks_per_node < size ? ranks_per_node : -1;
-  int leader = rank;
-  {
-    const comm::Comm shared = comm::split_host(world);
-    DT_CHECK_MPI(MPI_Allreduce(&rank, &leader, 1, MPI_INT, MPI_MIN, shared.get()));
-  }
-  std::vector<int> leaders(static_cast<size_t>(size));
-  DT_CHECK_MPI(MPI_Allgather(&leader, 1, MPI_INT, leaders.data(), 1, MPI_INT, world));
-  for (int r = 0; r < size; ++r)
-    if (leaders[static_cast<size_t>(r)] != leaders[0]) return r;
-  return -1;
-}
-
 // Memory budget per worker (rank 0's figure for every rank, so that all skip
 // the same candidates).
 double memory_budget(const TuneOptions& t, int rank, MPI_Comm world) {
@@ -83,7 +65,7 @@ void measure_links(const TuneOptions& t, const TrainConfig& cfg, MPI_Comm world,
   if (size < 2) return;
   const size_t bytes = static_cast<size_t>(std::clamp(prof.param_bytes, 1048576.0, 268435456.0));
   perf::Link intra = measure_link(world, 0, 1, bytes);
-  int other = other_node_rank(world, cfg.ranks_per_node);
+  int other = comm::other_node_rank(world, cfg.ranks_per_node);
   perf::Link inter = other > 0 ? measure_link(world, 0, other, bytes) : intra;
   if (t.intra_gbps <= 0) prof.links.intra = intra;
   if (t.link_gbps <= 0) prof.links.inter = inter;

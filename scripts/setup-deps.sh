@@ -24,6 +24,7 @@ packages=(
   libswscale-dev  # the jpeg loader's resampler (io/resample.cpp)
   dataset-fashion-mnist
   python3 procps  # procps: pgrep/pkill in the tests (only cmake pulls it in otherwise)
+  iproute2  # ip, tc: scripts/emulated-cluster.sh (nodes in network namespaces, shaped links)
   slurm-wlm munge python3-matplotlib
 )
 # The PyTorch peer of bench/ (large): only when asked.
