@@ -135,6 +135,7 @@ int cmd_data(const std::vector<std::string>& args) {
     o.quality = quality;
     o.threads = threads;
     o.checkpoint_every = checkpoint_every;
+    o.overwrite = overwrite;
     if (!out.empty()) {
       check_new_output(w, "out", out, overwrite);
       check_new_output(w, "out", io::ImageStoreWriter::report_path(out), overwrite,

@@ -58,8 +58,9 @@ void parse_range(const char* key, const std::string& s, double* lo, double* hi) 
   };
   const size_t comma = s.find(',');
   if (comma == std::string::npos || !number(s.substr(0, comma), lo) || !number(s.substr(comma + 1), hi) ||
-      !std::isfinite(*lo) || !std::isfinite(*hi) || *lo > *hi)
+      !std::isfinite(*lo) || !std::isfinite(*hi))
     DT_USAGE("option '", key, "': '", s, "' is not a range MIN,MAX of two numbers (decimals or fractions like 3/4)");
+  if (*lo > *hi) DT_USAGE("option '", key, "': '", s, "': MIN ", *lo, " is larger than MAX ", *hi);
 }
 
 // A typed option with its default shown as a person writes it: shortest
@@ -220,7 +221,7 @@ void validate(TrainConfig& c, const Options& o) {
   c.augment = parse_choice(kCrops, "augment", o.augment);
   need(c.augment_pad == 0 || c.augment == io::CropMode::none, "augment-pad",
        "padded crops work with augment none only (augment is ", io::crop_mode_name(c.augment), ")");
-  need(c.eval_resize >= 0 && c.eval_resize <= 65536, "eval-resize", "must be in [0, 65536], got ", c.eval_resize);
+  need(c.eval_resize >= 0 && c.eval_resize <= 8192, "eval-resize", "must be in [0, 8192] (the converter's largest S), got ", c.eval_resize);
   parse_range("rrc-scale", o.rrc_scale, &c.rrc_scale_min, &c.rrc_scale_max);
   need(c.rrc_scale_min > 0 && c.rrc_scale_max <= 1, "rrc-scale", "must lie in (0, 1], got ", o.rrc_scale);
   parse_range("rrc-ratio", o.rrc_ratio, &c.rrc_ratio_min, &c.rrc_ratio_max);

@@ -16,6 +16,7 @@
 #include "comm/discovery.hpp"
 #include "comm/wait.hpp"
 #include "core/error.hpp"
+#include "io/image_list.hpp"
 #include "core/log.hpp"
 #include "core/settings.hpp"
 #include "engine/compute.hpp"
@@ -59,6 +60,19 @@ void check_fits(const io::Dataset& d, const io::InputTransform& t, int classes, 
 }
 
 // Opens a dataset of either layout; a bad file is a UsageError that also names the option.
+// Files written by `dtrain data imagefolder` name their classes (/class_names):
+// when both do, index k must be the same class in both, or the test accuracy
+// would be silently wrong (a validation set converted without --class-table).
+void check_same_classes(const std::string& train, const std::string& test) {
+  const std::vector<std::string> a = io::class_names_if_any(train), b = io::class_names_if_any(test);
+  if (a.empty() || b.empty() || a == b) return;
+  size_t k = 0;
+  while (k < a.size() && k < b.size() && a[k] == b[k]) ++k;
+  DT_USAGE("options 'train-data' and 'test-data': ", train, " and ", test, " number their classes differently (",
+           a.size(), " and ", b.size(), " classes; index ", k, " is '", k < a.size() ? a[k] : "(none)", "' in one, '",
+           k < b.size() ? b[k] : "(none)", "' in the other). Convert the test set with --class-table ", train);
+}
+
 std::unique_ptr<io::Dataset> open_dataset(const std::string& path, const char* key) {
   try {
     return io::open_dataset(path);
@@ -180,6 +194,7 @@ TrainJob::TrainJob(const TrainConfig& c, MPI_Comm world) : cfg(c), topo(world, t
   check_outputs(cfg);
   train_set = open_dataset(cfg.train_data, "train-data");
   if (!cfg.test_data.empty()) test_set = open_dataset(cfg.test_data, "test-data");
+  if (test_set) check_same_classes(cfg.train_data, cfg.test_data);
   if (test_set && test_set->classes() != train_set->classes() && rank() == 0)
     log::warn("train-data has ", train_set->classes(), " classes but test-data has ", test_set->classes(),
               "; the model gets ", std::max(train_set->classes(), test_set->classes()), " outputs");

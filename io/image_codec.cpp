@@ -56,6 +56,20 @@ struct VipsRef {
   DT_FAIL("libvips: ", what, " failed: ", msg);
 }
 
+// The most pixels an image may decode to: Pillow's MAX_IMAGE_PIXELS (its
+// "decompression bomb" limit, 89,478,485 = 0.25 GiB of RGBA; ImageNet's largest
+// images are ~20 M pixels). A header claiming more is a BadImage before anything
+// is allocated: one crafted or damaged file must not take gigabytes, or every
+// converter thread at once.
+constexpr int64_t kMaxDecodedPixels = 89478485;
+
+void check_pixels(int64_t w, int64_t h, const char* what) {
+  if (w * h > kMaxDecodedPixels)
+    throw BadImage(std::string(what) + " of " + std::to_string(w) + "x" + std::to_string(h) +
+                   " pixels to decode, more than the limit of " + std::to_string(kMaxDecodedPixels) +
+                   " (Pillow's MAX_IMAGE_PIXELS)");
+}
+
 // Decodes a JPEG; a TurboJPEG warning or error is a BadImage.
 DecodedImage decode_jpeg(std::span<const uint8_t> bytes, int min_side) {
   tjhandle d = decompressor();
@@ -69,6 +83,7 @@ DecodedImage decode_jpeg(std::span<const uint8_t> bytes, int min_side) {
   out.dct_denominator = jpeg_scale_denominator(w, h, min_side);
   const tjscalingfactor sf{1, out.dct_denominator};
   const int sw = TJSCALED(w, sf), sh = TJSCALED(h, sf);
+  check_pixels(sw, sh, "a JPEG");  // after DCT scaling: a large photograph needed small still decodes
   const bool cmyk = colorspace == TJCS_CMYK || colorspace == TJCS_YCCK;
   std::vector<uint8_t> buf(size_t(sw) * size_t(sh) * (cmyk ? 4 : 3));
   // STOPONWARNING: a warning (e.g. "Premature end of JPEG file") aborts, and the
@@ -104,6 +119,14 @@ DecodedImage decode_png(std::span<const uint8_t> bytes) {
     throw BadImage(std::string("corrupt PNG header: ") + p.img.message);
   if (p.img.width == 0 || p.img.height == 0 || p.img.width > (1u << 16) || p.img.height > (1u << 16))
     throw BadImage("PNG of unsupported size " + std::to_string(p.img.width) + "x" + std::to_string(p.img.height));
+  check_pixels(p.img.width, p.img.height, "a PNG");
+  // zlib's deflate expands at most 1032:1; the decoded rows (filter byte + samples)
+  // cannot exceed that many times the file (with 64 KiB of slack for tiny files).
+  const double row_bytes = 1.0 + double(p.img.width) * double(PNG_IMAGE_SAMPLE_CHANNELS(p.img.format)) *
+                                     double(PNG_IMAGE_SAMPLE_COMPONENT_SIZE(p.img.format));
+  if (row_bytes * double(p.img.height) > 1032.0 * double(bytes.size()) + 65536.0)
+    throw BadImage("a PNG header claiming " + std::to_string(p.img.width) + "x" + std::to_string(p.img.height) +
+                   " pixels in a file of " + std::to_string(bytes.size()) + " bytes (more than deflate can expand to)");
   // 16-bit samples without gAMA/sRGB chunks are sRGB-encoded in practice.
   p.img.flags |= PNG_IMAGE_FLAG_16BIT_sRGB;
   const bool alpha = (p.img.format & PNG_FORMAT_FLAG_ALPHA) != 0;

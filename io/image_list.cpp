@@ -68,9 +68,15 @@ ImageList list_class_tree(const std::string& root, const std::vector<std::string
   std::sort(order.begin(), order.end());
   for (const auto& [label, folder] : order) {
     std::vector<std::string> files;
-    const auto opts = fs::directory_options::follow_directory_symlink;
-    for (auto it = fs::recursive_directory_iterator(fs::path(root) / folder, opts); it != fs::recursive_directory_iterator(); ++it)
-      if (it->is_regular_file()) files.push_back(fs::relative(it->path(), root).generic_string());
+    // The class folder may be a symlink; symlinks to folders inside it are not followed
+    // (no cycles), a broken or looping link is no regular file (not listed, like a fifo).
+    std::error_code ec;
+    fs::recursive_directory_iterator it(fs::path(root) / folder, ec), end;
+    for (; !ec && it != end; it.increment(ec)) {
+      std::error_code fec;
+      if (it->is_regular_file(fec)) files.push_back(fs::relative(it->path(), root).generic_string());
+    }
+    if (ec) DT_USAGE(root, ": cannot list class folder '", folder, "': ", ec.message());
     std::sort(files.begin(), files.end());
     for (auto& f : files) {
       list.files.push_back(std::move(f));
@@ -150,7 +156,8 @@ ImageList list_labelled_folder(const std::string& root, const std::string& label
   for (const auto& [rel, v] : samples) {
     const fs::path p = fs::path(root) / rel;
     if (!fs::is_regular_file(p, ec))
-      DT_USAGE(labels_file, ":", v.second, ": names ", p.string(), ", which does not exist");
+      DT_USAGE(labels_file, ":", v.second, ": names ", p.string(), ", which ",
+               fs::exists(p, ec) ? "is not a regular file" : "does not exist");
     list.files.push_back(rel);
     list.labels.push_back(v.first);
   }
@@ -165,6 +172,12 @@ std::vector<std::string> read_class_names(const std::string& h5_path) {
   auto names = read_string_list(f.get(), h5_path, "class_names");
   if (names.empty()) DT_USAGE(h5_path, ": /class_names is empty");
   return names;
+}
+
+std::vector<std::string> class_names_if_any(const std::string& h5_path) {
+  H5Id f = open_h5_read_only(h5_path);
+  if (!h5_link_exists(f.get(), "class_names")) return {};
+  return read_string_list(f.get(), h5_path, "class_names");
 }
 
 }  // namespace dtrain::io

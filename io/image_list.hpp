@@ -49,5 +49,7 @@ ImageList list_labelled_folder(const std::string& root, const std::string& label
 // The /class_names of a dataset file written by the converter. Throws
 // UsageError naming the file when it is missing or has no /class_names.
 std::vector<std::string> read_class_names(const std::string& h5_path);
+// The same, empty when the file has no /class_names (files of other writers).
+std::vector<std::string> class_names_if_any(const std::string& h5_path);
 
 }  // namespace dtrain::io

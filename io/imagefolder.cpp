@@ -11,6 +11,10 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -224,6 +228,45 @@ std::string ImageFolderSummary::describe() const {
   return os.str();
 }
 
+namespace {
+
+// F.lock, flock'ed for the whole conversion: a second converter of the same F
+// (a requeued job overlapping its predecessor, two shells) stops with exit 2
+// instead of resuming from a partial file the first is still writing. The
+// kernel drops the lock when its holder dies (even by SIGKILL), so a killed
+// run never blocks the next; the holder removes the file when it ends.
+class OutputLock {
+ public:
+  explicit OutputLock(const std::string& out) : path_(out + ".lock") {
+    for (;;) {
+      fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+      if (fd_ < 0) DT_USAGE("option 'out': cannot create ", path_, ": ", std::strerror(errno));
+      if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+        ::close(fd_);
+        DT_USAGE("option 'out': another dtrain data imagefolder is writing ", out, " (it holds ", path_,
+                 "); wait for it to end or stop it, then run this again");
+      }
+      struct stat held {}, named {};
+      if (::fstat(fd_, &held) == 0 && ::stat(path_.c_str(), &named) == 0 && held.st_ino == named.st_ino &&
+          held.st_dev == named.st_dev)
+        return;
+      ::close(fd_);  // its holder removed it between our open and flock: take the new one
+    }
+  }
+  ~OutputLock() {
+    ::unlink(path_.c_str());
+    ::close(fd_);
+  }
+  OutputLock(const OutputLock&) = delete;
+  OutputLock& operator=(const OutputLock&) = delete;
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+}  // namespace
+
 ImageList list_images(const ImageFolderOptions& o) {
   std::vector<std::string> table;
   if (!o.class_table.empty()) table = read_class_names(o.class_table);
@@ -240,6 +283,9 @@ ImageFolderSummary convert_image_folder(const ImageFolderOptions& opt) {
     log::warn(o.root, ": ", list.ignored.size(), " file(s) directly in the root are in no class folder and are not "
               "converted (first: ", list.ignored.front(), ")");
   init_vips();
+  const OutputLock lock(o.out);
+  if (!o.overwrite && std::filesystem::exists(o.out))  // written by a converter that ended meanwhile
+    DT_USAGE("option 'out': ", o.out, " exists (written while this run waited); choose another file");
 
   StoreSpec spec;
   spec.path = o.out;

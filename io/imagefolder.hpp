@@ -43,6 +43,7 @@ struct ImageFolderOptions {
   int threads = 0;          // ≤ 0: SLURM_CPUS_PER_TASK, else the host's cores
   int64_t checkpoint_every = 0;  // inputs per checkpoint; 0 = 1000
   double progress_seconds = 5;
+  bool overwrite = false;   // false: F existing once the lock is held is a UsageError
 };
 
 struct ImageFolderSummary {

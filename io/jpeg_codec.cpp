@@ -35,7 +35,7 @@ JpegHeader JpegDecoder::header(const uint8_t* data, size_t size, const std::stri
   int w = 0, ht = 0, subsamp = 0, colorspace = 0;
   if (size == 0 || size > ULONG_MAX ||
       tjDecompressHeader3(h, data, static_cast<unsigned long>(size), &w, &ht, &subsamp, &colorspace) != 0)
-    DT_FAIL(what, ": not a JPEG (TurboJPEG: ", size == 0 ? "no bytes" : tj_message(h), ")");
+    DT_USAGE(what, ": not a JPEG (TurboJPEG: ", size == 0 ? "no bytes" : tj_message(h), ")");
   JpegHeader hd;
   hd.height = ht;
   hd.width = w;
@@ -45,17 +45,20 @@ JpegHeader JpegDecoder::header(const uint8_t* data, size_t size, const std::stri
 
 JpegHeader JpegDecoder::decode(const uint8_t* data, size_t size, int channels, int denom,
                                std::vector<uint8_t>& out, int64_t* out_h, int64_t* out_w,
-                               const std::string& what) const {
+                               const std::string& what, int64_t expect_h, int64_t expect_w) const {
   DT_CHECK(channels == 1 || channels == 3, what, ": decode to ", channels, " channels (1 or 3)");
   DT_CHECK(denom == 1 || denom == 2 || denom == 4 || denom == 8, what, ": DCT scale 1/", denom);
   const JpegHeader hd = header(data, size, what);
-  if (hd.channels == 4) DT_FAIL(what, ": a CMYK JPEG (the loader decodes RGB and gray ones)");
+  if (hd.channels == 4) DT_USAGE(what, ": a CMYK JPEG (the loader decodes RGB and gray ones)");
+  // Before anything is allocated: a damaged header must not size the buffer.
+  if ((expect_h > 0 && hd.height != expect_h) || (expect_w > 0 && hd.width != expect_w))
+    DT_USAGE(what, " is ", hd.height, "x", hd.width, " but /shapes says ", expect_h, "x", expect_w);
   const int64_t oh = jpeg_scaled(hd.height, denom), ow = jpeg_scaled(hd.width, denom);
   out.resize(static_cast<size_t>(oh * ow * channels));
   tjhandle h = static_cast<tjhandle>(handle());
   if (tjDecompress2(h, data, static_cast<unsigned long>(size), out.data(), int(ow), 0, int(oh),
                     channels == 1 ? TJPF_GRAY : TJPF_RGB, 0) != 0)
-    DT_FAIL(what, ": damaged JPEG (TurboJPEG: ", tj_message(h), ")");
+    DT_USAGE(what, ": damaged JPEG (TurboJPEG: ", tj_message(h), ")");
   *out_h = oh;
   *out_w = ow;
   return hd;

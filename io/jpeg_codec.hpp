@@ -40,11 +40,13 @@ class JpegDecoder {
 
   // Decodes into out: [⌈H/denom⌉, ⌈W/denom⌉, channels] uint8 (resized to fit),
   // channels 1 (luma: the JPEG's Y plane) or 3 (RGB; a gray JPEG is replicated).
-  // denom ∈ {1, 2, 4, 8}. Returns the header (full-size dims). Throws Error
-  // naming `what` on a damaged image.
+  // denom ∈ {1, 2, 4, 8}. Returns the header (full-size dims). expect_h/w > 0:
+  // the stored shape (/shapes), checked against the header before anything is
+  // allocated. Throws UsageError (exit 2: a malformed file) naming `what` on a
+  // damaged image or a header that disagrees with expect_h × expect_w.
   JpegHeader decode(const uint8_t* data, size_t size, int channels, int denom,
                     std::vector<uint8_t>& out, int64_t* out_h, int64_t* out_w,
-                    const std::string& what) const;
+                    const std::string& what, int64_t expect_h = 0, int64_t expect_w = 0) const;
 
  private:
   mutable void* handle_ = nullptr;  // tjhandle, made by handle()

@@ -112,9 +112,7 @@ void SampleDecoder::decode(int64_t index, int64_t epoch, const uint8_t* bytes, s
   if (data_.layout() == Layout::jpeg) {
     const int d = t_.dct_scaling ? dct_denominator(p) : 1;
     const std::string what = detail::concat(data_.path(), ": /jpeg: image ", index);
-    const JpegHeader hd = jpeg_.decode(bytes, size, int(oc == 1 ? 1 : 3), d, pixels_, &ph, &pw, what);
-    if (hd.height != s.h || hd.width != s.w)
-      DT_FAIL(what, " is ", hd.height, "x", hd.width, " but /shapes says ", s.h, "x", s.w);
+    jpeg_.decode(bytes, size, int(oc == 1 ? 1 : 3), d, pixels_, &ph, &pw, what, s.h, s.w);
     p = scale_plan(p, d, s.h, s.w);
     pix = pixels_.data();
   } else if (s.c != oc) {

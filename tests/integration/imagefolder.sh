@@ -66,4 +66,39 @@ expect_exit 2 "option 'store' is required" -- "$DTRAIN" data imagefolder --root 
 expect_exit 2 "option 'size'" -- "$DTRAIN" data imagefolder --root "$T" --out s.h5 --store jpeg
 for f in e.h5 b.h5 s.h5; do ls | grep -q "^$f" && fail "$f: something was written: $(ls)"; done
 [ "$(ls | grep '^old\.h5')" = old.h5.skipped.txt ] || fail "old.h5: something was written: $(ls)"
+expect_exit 2 "cannot create nodir/x/o.h5.lock" -- "$DTRAIN" data imagefolder --root "$T" --out nodir/x/o.h5 --store raw --size 32
+
+# A second converter of the same F while the first runs (stopped here with SIGSTOP
+# once it holds F.lock): exit 2 naming the lock; the first then finishes alone.
+"$DTRAIN" data imagefolder --root "$T" --size 32 --store raw --out lk.h5 --threads 1 > lk.log 2>&1 &
+first=$!
+for _ in $(seq 200); do [ -e lk.h5.lock ] && break; sleep 0.05; done
+kill -STOP $first
+expect_exit 2 "another dtrain data imagefolder is writing lk.h5 (it holds lk.h5.lock)" -- \
+  "$DTRAIN" data imagefolder --root "$T" --size 32 --store raw --out lk.h5 --threads 1
+kill -CONT $first
+wait $first || fail "the first converter failed: $(cat lk.log)"
+h5diff raw.h5 lk.h5 || fail "the first converter's file differs from the reference"
+[ ! -e lk.h5.lock ] || fail "lk.h5.lock left"
+
+# Headers that claim more pixels than a file can hold are skipped without allocating for them.
+mkdir -p bomb/a bomb/b
+"$(dt_python)" - bomb/a/bomb.png <<'PY'
+import struct, sys, zlib
+def chunk(t, d): return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))
+ihdr = struct.pack(">IIBBBBB", 30000, 30000, 8, 2, 0, 0, 0)   # 30000×30000 RGB, 8 bit
+open(sys.argv[1], "wb").write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0" * 64)) + chunk(b"IEND", b""))
+PY
+cp "$T"/bag/$(ls "$T"/bag | head -1) bomb/b/
+/usr/bin/time -f "%M" -o bomb.rss "$DTRAIN" data imagefolder --root bomb --size 32 --store raw --out bomb.h5 --threads 1
+grep -qF "a/bomb.png	a PNG of 30000x30000 pixels to decode, more than the limit" bomb.h5.skipped.txt ||
+  fail "the PNG bomb is not skipped as such: $(cat bomb.h5.skipped.txt)"
+[ "$(cat bomb.rss)" -lt 600000 ] || fail "the PNG bomb took $(cat bomb.rss) KB"
+
+# A test set whose class table differs from the training set's (converted without
+# --class-table from a labels file that leaves out a class): refused by dtrain train.
+grep -v ' bag$' tree/val_labels.txt | grep -v truncated | grep -v '^#' > nobag_labels.txt
+"$DTRAIN" data imagefolder --root tree/val --labels nobag_labels.txt --out nobag.h5 --store raw --size 32 > /dev/null
+expect_exit 2 "number their classes differently" -- mpirun -np 1 "$DTRAIN" train --model lenet5 --train-data raw.h5 \
+  --test-data nobag.h5 --max-steps 1 --metrics "" --save-params ""
 echo "imagefolder: all ok"
