@@ -182,7 +182,8 @@ struct Options {
       ("resume", def(&c.resume), "none | auto (the newest valid checkpoint of --checkpoint-dir, else a fresh start) | PATH of a checkpoint file")
       ("on-nonfinite", def(&on_nonfinite), "a step whose summed gradient holds an Inf or NaN: skip (no rank updates; see max-nonfinite-skips) | abort")
       ("max-nonfinite-skips", def(&c.max_nonfinite_skips), "skip: this many such steps in a row end the run with an error")
-      ("clip-grad-norm", def(&c.clip_grad_norm), "> 0: scale the global gradient down to this L2 norm when it is larger (0: off)");
+      ("clip-grad-norm", def(&c.clip_grad_norm), "> 0: scale the global gradient down to this L2 norm when it is larger (0: off)")
+      ("compute-stand-in-ms", def(&c.compute_stand_in_ms), "> 0: each worker spends this many ms per step instead of computing forward and backward, while the exchange moves the model's whole gradient and parameter arena as backward would (studies of clusters this machine lacks; no test-data, checkpoint-dir or resume; 0: off)");
   }
 };
 
@@ -276,6 +277,17 @@ void validate(TrainConfig& c, const Options& o) {
   c.on_nonfinite = parse_choice(kNonfinite, "on-nonfinite", o.on_nonfinite);
   need(c.max_nonfinite_skips >= 1, "max-nonfinite-skips", "must be >= 1, got ", c.max_nonfinite_skips);
   need(std::isfinite(c.clip_grad_norm) && c.clip_grad_norm >= 0, "clip-grad-norm", "must be a finite number >= 0");
+  need(std::isfinite(c.compute_stand_in_ms) && c.compute_stand_in_ms >= 0 && c.compute_stand_in_ms <= 3.6e6,
+       "compute-stand-in-ms", "must be a number of milliseconds in [0, 3600000], got ", c.compute_stand_in_ms);
+  if (c.compute_stand_in_ms > 0) {
+    const std::string x = format::shortest(c.compute_stand_in_ms);
+    need(c.test_data.empty(), "compute-stand-in-ms", x, " computes no forward pass, so option 'test-data' ('",
+         c.test_data, "') cannot be scored: give --test-data \"\" (or --compute-stand-in-ms 0)");
+    need(c.checkpoint_dir.empty(), "compute-stand-in-ms", x, " trains no model, so option 'checkpoint-dir' ('",
+         c.checkpoint_dir, "') would save checkpoints a real run could resume from: give --checkpoint-dir \"\"");
+    need(c.resume == "none", "compute-stand-in-ms", x, " trains no model: option 'resume' must be none, got '",
+         c.resume, "'");
+  }
   for (float s : c.std) need(std::isfinite(s) && s > 0.0f, "std", "every value must be a finite number > 0, got ", s);
   for (float m : c.mean) need(std::isfinite(m), "mean", "every value must be a finite number, got ", m);
 }

@@ -111,6 +111,11 @@ struct TrainConfig {
   NonfinitePolicy on_nonfinite = NonfinitePolicy::skip;
   int max_nonfinite_skips = 10;
   double clip_grad_norm = 0;           // > 0: scale the global gradient to this L2 norm at most
+  // > 0: each worker spends this many ms per step instead of forward and
+  // backward; the exchange still moves the model's whole arena
+  // (engine/compute_stand_in.hpp). 0 = off. Refused with test-data,
+  // checkpoint-dir and resume.
+  double compute_stand_in_ms = 0;
 };
 
 // argv: the arguments after "train". Throws UsageError (exit 2) on a bad job

@@ -11,6 +11,11 @@
 // I/O wait); epochs are numbered from 1, as on stdout; t_comm_total_s is the whole exchange time (hidden + exposed),
 // comm_hidden_fraction = 1 − t_comm_s / t_comm_total_s, io_wait_fraction = the
 // interval's I/O wait ÷ its wall time; images_per_s counts images of all workers.
+// Also per step: t_checkpoint_s, skipped_steps, and grads_ready_bytes (the
+// gradient bytes rank 0 handed to the exchange per step: the whole arena, 4·P,
+// when every range was reported; 0 in a 1-rank job). A compute stand-in run
+// (--compute-stand-in-ms, engine/compute_stand_in.hpp) adds
+// "compute_stand_in_ms" to its step, epoch and run records; its loss is 0.
 #pragma once
 
 #include <cstdio>

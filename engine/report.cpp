@@ -127,6 +127,7 @@ MeasuredRun read_run(const std::string& path) {
   r.background = q.number("background_cores", 0, false, &zero);
   // Records before the field spun; any other value than sleep reads as spin.
   r.wait_policy = q.text("wait_policy", "spin") == "sleep" ? comm::WaitPolicy::sleep : comm::WaitPolicy::spin;
+  r.stand_in_ms = q.number("compute_stand_in_ms", 0, false, &zero);  // absent: a real run
   if (ips.empty())
     DT_USAGE("dtrain report: ", path, " has no step records (the run was shorter than its --log-interval; "
              "use a smaller --log-interval)");
@@ -179,6 +180,7 @@ void append_run_record(const TrainConfig& cfg, const TrainResult& r, const RunCl
       // A run that resumed trained from resumed_from_step; one stopped on a
       // signal ends "checkpointed" (exit 75), else "done".
       {"resumed_from_step", r.resumed_from_step}, {"end", r.requeue ? "checkpointed" : "done"}};
+  if (cfg.compute_stand_in_ms > 0) rec["compute_stand_in_ms"] = cfg.compute_stand_in_ms;
   std::FILE* f = std::fopen(cfg.metrics.c_str(), "a");
   if (!f) DT_FAIL("cannot append the run record to '", cfg.metrics, "'");
   std::fprintf(f, "%s\n", rec.dump().c_str());

@@ -7,7 +7,8 @@
 //    "job_cpu_s"        CPU seconds of all ranks of the job (getrusage),
 //    "machine_busy_s"   CPU seconds of the whole machine over the run (/proc/stat),
 //    "background_cores" (machine_busy_s − job_cpu_s) / wall_s: cores other jobs used,
-//    "load_1m_start"}   1-min load average when the run started.
+//    "load_1m_start"    1-min load average when the run started,
+//    "compute_stand_in_ms"}  only in a compute stand-in run (engine/compute_stand_in.hpp).
 // `dtrain report --metrics run1.jsonl [...] [--profile P.json] [--background run|profile|B]
 // [--json]` (engine/report_cmd.cpp) prints, per configuration, the measured
 // T_C, T_O, R_O, step time (median over log intervals) and speedup (against
@@ -49,6 +50,7 @@ struct MeasuredRun {
   int minibatch = 0, workers = 0, servers = 0, ranks_per_node = 0, threads = 0;
   double cores = 0, background = 0;
   double t_c = 0, t_o = 0, step = 0, ips = 0;  // seconds per step; images/s
+  double stand_in_ms = 0;  // > 0: a compute stand-in run (its T_C is the stand-in's, not the model's)
   int intervals = 0;
 };
 // Reads one metrics file (JSON Lines with a run record). Throws UsageError

@@ -56,6 +56,7 @@ struct Group {
   bool from_profile = true;
   std::vector<double> step, t_c;
   double bg = 0, cores = 1;
+  double stand_in_ms = 0;     // > 0: compute stand-in runs (never grouped with real ones)
   perf::StepPrediction pred;  // summed, then averaged
   double pred_speedup = 0;    // likewise
 };
@@ -212,7 +213,7 @@ std::vector<Group> group_runs(const std::vector<MeasuredRun>& runs, RunPredictor
     for (auto& q : groups)
       if (q.model == r.model && q.mode == r.mode && q.x == x && q.shape.workers == s.workers &&
           q.shape.servers == s.servers && q.shape.ranks_per_node == s.ranks_per_node &&
-          q.shape.threads == s.threads && q.shape.sleeping_waits == s.sleeping_waits)
+          q.shape.threads == s.threads && q.shape.sleeping_waits == s.sleeping_waits && q.stand_in_ms == r.stand_in_ms)
         g = &q;
     if (!g) {
       groups.push_back({});
@@ -222,6 +223,7 @@ std::vector<Group> group_runs(const std::vector<MeasuredRun>& runs, RunPredictor
       g->shape = s;
       g->x = x;
       g->cores = r.cores;
+      g->stand_in_ms = r.stand_in_ms;
       g->from_profile = p.from_profile;
     }
     ++g->n;
@@ -271,6 +273,7 @@ nlohmann::json group_json(const Group& g, const Measured& m) {
           {"workers", g.shape.workers}, {"servers", g.shape.servers}, {"ranks_per_node", g.shape.ranks_per_node},
           {"minibatch", g.x}, {"threads", g.shape.threads}, {"wait", g.shape.sleeping_waits ? "sleep" : "spin"},
           {"cores", g.cores}, {"background", g.bg}, {"from_profile", g.from_profile},
+          {"compute_stand_in_ms", g.stand_in_ms > 0 ? nlohmann::json(g.stand_in_ms) : nlohmann::json(nullptr)},
           {"measured", {{"t_c_s", m.t_c}, {"t_o_s", m.t_o}, {"step_s", m.step},
                         {"speedup", m.has_base ? nlohmann::json(m.speedup) : nlohmann::json(nullptr)}}},
           {"predicted", {{"t_c_s", g.pred.t_c}, {"t_o_s", g.pred.t_o}, {"step_s", g.pred.t_step},
@@ -330,6 +333,11 @@ int cmd_report(const std::vector<std::string>& args) {
     return kExitOk;
   }
   for (const auto& w : not_profiled) std::printf("not from the profile: %s\n", w.c_str());
+  for (const auto& g : groups)
+    if (g.stand_in_ms > 0)
+      std::printf("compute stand-in: %s%s: %s ms per step replaced forward and backward (no model was trained): "
+                  "its measured T_C is the stand-in's, its predicted T_C the model's own compute\n",
+                  g.files.front().c_str(), g.n > 1 ? " (and its repeats)" : "", format::shortest(g.stand_in_ms).c_str());
   std::printf("measured: medians over log intervals (first dropped), then over the n runs of a configuration;\n"
               "  T_O = step − T_C; S = G·step(1 worker)/step(G) against the 1-worker run in the list (0.00: none).\n"
               "predicted: engine/predict.cpp on this machine, the code of dtrain tune's tables (%s),\n"

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include "core/format.hpp"
 #include "io/checkpoint.hpp"
 
 #include <algorithm>
@@ -26,32 +27,38 @@ std::string clock_text(double s) {
 }  // namespace
 
 RunRecorder::RunRecorder(const std::string& metrics_path, bool rank0, int64_t planned_steps, int planned_epochs,
-                         int64_t steps_per_epoch)
+                         int64_t steps_per_epoch, double compute_stand_in_ms)
     : metrics_(metrics_path),
       rank0_(rank0),
       planned_steps_(planned_steps),
       planned_epochs_(planned_epochs),
-      steps_per_epoch_(steps_per_epoch) {}
+      steps_per_epoch_(steps_per_epoch),
+      stand_in_ms_(compute_stand_in_ms) {
+  if (stand_in_ms_ > 0) stand_in_text_ = " (compute stand-in " + format::shortest(stand_in_ms_) + " ms)";
+}
 
 void RunRecorder::interval(const IntervalReport& r, const IntervalStats& s) {
   if (!rank0_) return;
   const int n = s.steps;
   const double dt = r.wall_s;
   double hidden = s.t_comm_busy > 0 ? 1.0 - s.t_comm / s.t_comm_busy : 0.0;
-  metrics_.write({{"kind", "step"}, {"step", r.step}, {"epoch", r.epoch}, {"loss", r.loss}, {"lr", r.lr},
-                  {"images_per_s", r.images_per_s}, {"t_compute_s", s.t_compute / n},
-                  {"t_comm_s", s.t_comm / n}, {"t_io_wait_s", s.t_io / n},
-                  {"t_comm_total_s", s.t_comm_busy / n}, {"comm_hidden_fraction", hidden},
-                  {"io_wait_fraction", s.t_io / dt}, {"t_checkpoint_s", s.t_checkpoint / n},
-                  {"skipped_steps", s.skipped}});
+  nlohmann::json rec = {{"kind", "step"}, {"step", r.step}, {"epoch", r.epoch}, {"loss", r.loss}, {"lr", r.lr},
+                        {"images_per_s", r.images_per_s}, {"t_compute_s", s.t_compute / n},
+                        {"t_comm_s", s.t_comm / n}, {"t_io_wait_s", s.t_io / n},
+                        {"t_comm_total_s", s.t_comm_busy / n}, {"comm_hidden_fraction", hidden},
+                        {"io_wait_fraction", s.t_io / dt}, {"t_checkpoint_s", s.t_checkpoint / n},
+                        {"grads_ready_bytes", s.grads_ready_bytes / n}, {"skipped_steps", s.skipped}};
+  if (stand_in_ms_ > 0) rec["compute_stand_in_ms"] = stand_in_ms_;
+  metrics_.write(rec);
   const double elapsed = this->elapsed();
   const int64_t done = r.step - first_step_;
   const double eta = done > 0 ? elapsed / static_cast<double>(done) * static_cast<double>(planned_steps_ - r.step) : 0.0;
   // Step in the epoch, then the run's step as in metrics.jsonl ("step") and error messages.
-  std::printf("epoch %d/%d step %lld/%lld (run step %lld/%lld) loss %.4f lr %.4g %.0f img/s (T_C %.2f ms, comm %.2f ms exposed of %.2f, io wait %.2f ms = %.1f%%) elapsed %s ETA %s\n",
+  std::printf("epoch %d/%d step %lld/%lld (run step %lld/%lld) loss %.4f lr %.4g %.0f img/s (T_C %.2f ms, comm %.2f ms exposed of %.2f, io wait %.2f ms = %.1f%%) elapsed %s ETA %s%s\n",
               r.epoch, planned_epochs_, static_cast<long long>(r.step_in_epoch), static_cast<long long>(steps_per_epoch_),
               static_cast<long long>(r.step), static_cast<long long>(planned_steps_), r.loss, r.lr, r.images_per_s, 1e3 * s.t_compute / n, 1e3 * s.t_comm / n, 1e3 * s.t_comm_busy / n,
-              1e3 * s.t_io / n, 100.0 * s.t_io / dt, clock_text(elapsed).c_str(), clock_text(eta).c_str());
+              1e3 * s.t_io / n, 100.0 * s.t_io / dt, clock_text(elapsed).c_str(), clock_text(eta).c_str(),
+              stand_in_text_.c_str());
   std::fflush(stdout);
 }
 
@@ -60,6 +67,7 @@ void RunRecorder::epoch(int epoch, int64_t step, double test_loss, double test_a
   if (!rank0_) return;
   nlohmann::json rec = {{"kind", "epoch"}, {"epoch", epoch}, {"step", step}, {"epoch_time_s", epoch_time_s},
                         {"rss_bytes", resident_bytes()}, {"hdf5_open_objects", io::open_hdf5_objects()}};
+  if (stand_in_ms_ > 0) rec["compute_stand_in_ms"] = stand_in_ms_;
   if (test_loss >= 0) {
     rec["test_loss"] = test_loss;
     rec["test_accuracy"] = test_accuracy;
@@ -71,7 +79,7 @@ void RunRecorder::epoch(int epoch, int64_t step, double test_loss, double test_a
     std::printf("epoch %d done in %.1f s: test accuracy %.2f%%%s test loss %.4f\n", epoch, epoch_time_s,
                 100.0 * test_accuracy, top5, test_loss);
   } else {
-    std::printf("epoch %d done in %.1f s\n", epoch, epoch_time_s);
+    std::printf("epoch %d done in %.1f s%s\n", epoch, epoch_time_s, stand_in_text_.c_str());
   }
   metrics_.write(rec);
   std::fflush(stdout);

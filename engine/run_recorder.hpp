@@ -4,6 +4,8 @@
 //
 // Per log interval: a {"kind":"step"} record and the line
 //   epoch E/Ep step s/spe loss … lr … img/s (T_C …, comm … exposed of …, io wait … = …%) elapsed … ETA …
+// (a compute stand-in run: "… ETA … (compute stand-in X ms)", and
+// "compute_stand_in_ms" in its step and epoch records)
 // per epoch with a test set: a {"kind":"epoch"} record (test_loss,
 // test_accuracy = top-1, and test_top5_accuracy with ≥ 10 classes) and
 //   epoch E done in … s: test accuracy 91.20% (top-5 99.80%) test loss …
@@ -36,6 +38,7 @@ struct IntervalStats {
   double t_comm = 0;       // exposed exchange time
   double t_comm_busy = 0;  // whole exchange time (hidden + exposed)
   double t_checkpoint = 0; // blocking part of checkpoints (gather + copy)
+  double grads_ready_bytes = 0;  // gradient bytes handed to the exchange (its grads_ready); 0 without one
   int steps = 0;
   int steps_with_loss = 0; // steps whose loss was finite (the loss sum's count)
   int skipped = 0;         // steps whose update was skipped (non-finite gradient)
@@ -56,8 +59,11 @@ struct IntervalReport {
 class RunRecorder {
  public:
   // metrics_path "" = no file (all ranks but 0). rank0: print the progress lines.
+  // compute_stand_in_ms > 0: a stand-in run (engine/compute_stand_in.hpp):
+  // every step and epoch record carries "compute_stand_in_ms", every progress
+  // line "(compute stand-in X ms)".
   RunRecorder(const std::string& metrics_path, bool rank0, int64_t planned_steps, int planned_epochs,
-              int64_t steps_per_epoch);
+              int64_t steps_per_epoch, double compute_stand_in_ms = 0);
 
   // The run clock (elapsed, ETA); first_step: the steps done before (a resumed run).
   void start(int64_t first_step = 0) {
@@ -82,6 +88,8 @@ class RunRecorder {
   int64_t steps_per_epoch_;
   Clock::time_point run_start_ = Clock::now();
   int64_t first_step_ = 0;
+  double stand_in_ms_ = 0;
+  std::string stand_in_text_;  // " (compute stand-in X ms)" or ""
 };
 
 // This process's resident memory (bytes, /proc/self/statm).

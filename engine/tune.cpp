@@ -122,6 +122,7 @@ std::string job_file_text(const TrainConfig& c) {
   kv("on-nonfinite", nonfinite_policy_name(c.on_nonfinite));
   num("max-nonfinite-skips", c.max_nonfinite_skips);
   num("clip-grad-norm", c.clip_grad_norm);
+  if (c.compute_stand_in_ms > 0) num("compute-stand-in-ms", c.compute_stand_in_ms);  // omitted when off (other jobs' hash unchanged)
   return o.str();
 }
 

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "core/format.hpp"
 #include "core/hash.hpp"
 #include "core/log.hpp"
 #include "core/settings.hpp"
@@ -67,7 +68,8 @@ WorkerLoop::WorkerLoop(TrainJob& job, comm::Exchange* ex, const RunOutputs& out,
       ckpt_(ckpt),
       from_(from),
       loader_(make_loader(job, from)),  // a prvalue: constructed in place (the Prefetcher does not move)
-      recorder_(out.metrics, job.rank() == 0, job.planned_steps(), job.planned_epochs(), job.steps_per_epoch()),
+      recorder_(out.metrics, job.rank() == 0, job.planned_steps(), job.planned_epochs(), job.steps_per_epoch(),
+                job.cfg.compute_stand_in_ms),
       dev_(*job.backend, job.cfg.minibatch, job.net->input_shape(), job.classes()),
       loss_scale_(1.0f / static_cast<float>(job.global_batch())),
       agreement_(job.world_size > 1 ? job.topo.workers() : MPI_COMM_NULL) {
@@ -75,8 +77,10 @@ WorkerLoop::WorkerLoop(TrainJob& job, comm::Exchange* ex, const RunOutputs& out,
   if (job.test_set)
     evaluator_.emplace(*job.test_set, cfg, job.topo.worker_index(), job.topo.num_workers(), ex, po_threads(job));
   if (settings::nonfinite_rank().value_or(0) == job.rank()) inject_at_ = settings::nonfinite_at_step();
+  if (cfg.compute_stand_in_ms > 0) stand_in_.emplace(*job.net, cfg.compute_stand_in_ms, job.topo.num_workers());
   if (ex || inject_at_)
     on_ready_ = [this, ex](size_t begin, size_t end) {
+      interval_.grads_ready_bytes += static_cast<double>(end - begin) * sizeof(float);
       if (inject_ && begin < end) {  // test only: +Inf into this worker's gradient, before it leaves
         const float inf = std::numeric_limits<float>::infinity();
         job_.backend->upload(&inf, job_.net->grads().data() + begin, sizeof(float));
@@ -101,7 +105,10 @@ WorkerLoop::WorkerLoop(TrainJob& job, comm::Exchange* ex, const RunOutputs& out,
               "; ", job.topo.describe(),
               job.world_size > 1 ? std::string(", mode ") + comm::mode_name(cfg.mode) : std::string(),
               ex && !ex->node_reducer().empty() ? ", intra-node reducer " + ex->node_reducer() : std::string(),
-              job.cuda_device >= 0 ? ", GPU " + std::to_string(job.cuda_device) + " (rank 0)" : std::string());
+              job.cuda_device >= 0 ? ", GPU " + std::to_string(job.cuda_device) + " (rank 0)" : std::string(),
+              stand_in_ ? ", compute stand-in " + format::shortest(stand_in_->ms()) +
+                              " ms per step (no forward or backward; the loss is recorded as 0)"
+                        : std::string());
   if (job.rank() == 0 && !out.dir.empty()) log::info("dtrain: run folder ", out.dir);
 }
 
@@ -238,20 +245,25 @@ float WorkerLoop::train_step(int64_t s) {
   const int b = job_.cfg.minibatch;
   const int k = job_.classes();
   auto t1 = Clock::now();
-  const layers::Tensor x = dev_.x(batch.x, b);  // uploads on a device
-  const int32_t* labels = dev_.labels(batch.labels, b);
-  layers::Tensor dlogits = dev_.dlogits(b);
-
   const float lr = job_.schedule.at(step_);
-  net.set_step_seed((static_cast<uint64_t>(job_.cfg.seed) * 1000003ull + static_cast<uint64_t>(step_)) * 65537ull +
-                    static_cast<uint64_t>(job_.topo.worker_index()));
-  const layers::Tensor& logits = net.forward(x, /*train=*/true);
-  int64_t correct = 0;
-  double loss_sum = backend.softmax_xent_forward(logits.data(), labels, b, k, dev_.probs(), &correct);
-  backend.softmax_xent_backward(dev_.probs(), labels, b, k, loss_scale_, dlogits.data());
+  double loss_sum = 0;  // the stand-in's loss: 0 (its records say so)
   inject_ = inject_at_ && *inject_at_ == step_;
-  if (ex_) ex_->begin_step(step_, net.params().data(), net.grads().data());
-  net.backward(dlogits, on_ready_);
+  if (stand_in_) {  // no forward or backward; the exchange sees backward's ranges, on the stand-in's schedule
+    if (ex_) ex_->begin_step(step_, net.params().data(), net.grads().data());
+    stand_in_->step(t1, backend, net.grads().data(), on_ready_);
+  } else {
+    const layers::Tensor x = dev_.x(batch.x, b);  // uploads on a device
+    const int32_t* labels = dev_.labels(batch.labels, b);
+    layers::Tensor dlogits = dev_.dlogits(b);
+    net.set_step_seed((static_cast<uint64_t>(job_.cfg.seed) * 1000003ull + static_cast<uint64_t>(step_)) * 65537ull +
+                      static_cast<uint64_t>(job_.topo.worker_index()));
+    const layers::Tensor& logits = net.forward(x, /*train=*/true);
+    int64_t correct = 0;
+    loss_sum = backend.softmax_xent_forward(logits.data(), labels, b, k, dev_.probs(), &correct);
+    backend.softmax_xent_backward(dev_.probs(), labels, b, k, loss_scale_, dlogits.data());
+    if (ex_) ex_->begin_step(step_, net.params().data(), net.grads().data());
+    net.backward(dlogits, on_ready_);
+  }
   comm::StepTimes ct;
   if (ex_) ct = ex_->finish_step(net.params().data(), net.grads().data());
   bool skipped = false;

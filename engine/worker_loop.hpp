@@ -24,6 +24,13 @@
 // when one is due (engine/checkpoint.hpp). On an agreed stop: one checkpoint
 // of that step by every rank, then the loop returns with result.requeue.
 //
+// With --compute-stand-in-ms X (engine/compute_stand_in.hpp) a step runs no
+// forward or backward: it spends X ms, filling the gradient arena with a
+// constant and reporting backward's ranges to the exchange on the way; the
+// loader keeps loading (its I/O wait is measured as in a real run), the
+// exchange and the update run as usual, the loss is 0 and every record says
+// "compute_stand_in_ms". T_C is then the stand-in's X plus the local update.
+//
 // State (what a checkpoint of a worker saves, with the TrainJob's arenas and
 // momentum): step_ (steps done), epoch_ (0-based, the epoch running), the
 // loader's position (it delivers (epoch_, step in epoch) next, from the
@@ -39,6 +46,7 @@
 #include "comm/exchange.hpp"
 #include "engine/checkpoint.hpp"
 #include "engine/compute.hpp"
+#include "engine/compute_stand_in.hpp"
 #include "engine/evaluator.hpp"
 #include "engine/preemption.hpp"
 #include "engine/run_folder.hpp"
@@ -95,6 +103,7 @@ class WorkerLoop {
   StepBuffers dev_;                     // the minibatch in the backend's memory
   float loss_scale_;                    // 1 / global batch: the workers' sum is the 1-process gradient
   layers::GradReadyFn on_ready_;        // backward → exchange (none without an exchange)
+  std::optional<ComputeStandIn> stand_in_;  // --compute-stand-in-ms: replaces forward and backward
   StopAgreement agreement_;
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> sample_trace_{nullptr, &std::fclose};
 

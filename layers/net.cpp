@@ -220,6 +220,21 @@ void Net::backward(const Tensor& dout, const GradReadyFn& on_ready) {
   }
 }
 
+std::vector<GradReadyEvent> Net::grad_ready_events(double* tail_flops) const {
+  std::vector<GradReadyEvent> events;
+  double flops = 0;
+  for (size_t i = nodes_.size() - 1; i >= 1; --i) {  // backward()'s order
+    const Node& node = nodes_[i];
+    flops += node.layer->forward_flops();
+    if (node.param_end > node.param_begin) {
+      events.push_back({node.param_begin, node.param_end, flops});
+      flops = 0;
+    }
+  }
+  if (tail_flops) *tail_flops = flops;
+  return events;
+}
+
 std::vector<LayerSummary> Net::summary() const {
   std::vector<LayerSummary> rows;
   for (size_t i = 1; i < nodes_.size(); ++i) {

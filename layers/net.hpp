@@ -39,6 +39,16 @@ struct LayerSummary {
 // are final: the hook for sending buckets while backward continues.
 using GradReadyFn = std::function<void(size_t begin, size_t end)>;
 
+// One on_ready call of backward(), in the order backward() makes them: the
+// range [begin, end) (floats) and the forward FLOPs (per minibatch of the
+// build size) of the layers backward() runs from the previous call to this
+// one, this layer's included. tail_flops of grad_ready_events(): the layers
+// after the last call (towards the input, without parameters).
+struct GradReadyEvent {
+  size_t begin = 0, end = 0;
+  double flops = 0;
+};
+
 class Net {
  public:
   static constexpr int kInput = 0;
@@ -66,6 +76,10 @@ class Net {
   // dout: gradient of the loss w.r.t. the output of the last forward(train=true).
   // Overwrites the gradient arena; calls on_ready for each layer's range.
   void backward(const Tensor& dout, const GradReadyFn& on_ready = {});
+  // The on_ready calls backward() makes, without running it (the compute
+  // stand-in of engine/compute_stand_in.hpp replays them); *tail_flops, when
+  // given: the FLOPs of the layers after the last call.
+  std::vector<GradReadyEvent> grad_ready_events(double* tail_flops = nullptr) const;
   // Seed for stochastic layers in the next forward (dropout); the Net mixes in
   // the layer index so layers draw independent masks.
   void set_step_seed(uint64_t seed);

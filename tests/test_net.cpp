@@ -141,6 +141,20 @@ TEST_CASE("arena layout and the gradient-ready hook", "[net]") {
   REQUIRE(ready.front().second == net.num_params());
   REQUIRE(ready.back().first == 0);
   for (size_t i = 1; i < ready.size(); ++i) REQUIRE(ready[i].second == ready[i - 1].first);
+  // grad_ready_events(): the same calls in the same order, without a backward
+  // pass; their FLOPs and the tail's add up to the forward FLOPs.
+  double tail = -1, flops = 0;
+  const std::vector<GradReadyEvent> events = net.grad_ready_events(&tail);
+  REQUIRE(events.size() == ready.size());
+  for (size_t i = 0; i < events.size(); ++i) {
+    CHECK(events[i].begin == ready[i].first);
+    CHECK(events[i].end == ready[i].second);
+    CHECK(events[i].flops >= 0);
+    flops += events[i].flops;
+  }
+  CHECK(tail >= 0);
+  CHECK(flops + tail == Approx(net.forward_flops()));
+  CHECK(events.front().flops > 0);  // fc: at least its own matrix product
 }
 
 TEST_CASE("initialisation is a pure function of the seed", "[net]") {
