@@ -37,6 +37,7 @@
 #include <optional>
 
 #include "comm/exchange.hpp"
+#include "core/timeline.hpp"
 #include "engine/checkpoint.hpp"
 #include "engine/compute.hpp"
 #include "engine/evaluator.hpp"
@@ -53,8 +54,9 @@ class WorkerLoop {
  public:
   // ex: null in a 1-rank job. out: rank 0's outputs (empty elsewhere).
   // from: where a resumed run continues (the default: a fresh start).
+  // tl: the main thread's timeline buffer (null: --timeline off).
   WorkerLoop(TrainJob& job, comm::Exchange* ex, const RunOutputs& out, Checkpointer& ckpt,
-             const ResumePoint& from = {});
+             const ResumePoint& from = {}, timeline::Buffer* tl = nullptr);
 
   // Runs to the end of the schedule, or to the step boundary where the
   // workers agreed to stop (a signal: result.requeue after the checkpoint);
@@ -97,6 +99,7 @@ class WorkerLoop {
   layers::GradReadyFn on_ready_;        // backward → exchange (none without an exchange)
   StopAgreement agreement_;
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> sample_trace_{nullptr, &std::fclose};
+  timeline::Buffer* timeline_;  // null: off
 
   int64_t step_ = 0;    // steps done (the next step's index)
   int epoch_ = 0;       // 0-based
