@@ -50,7 +50,7 @@ TEST_CASE("timeline span records its lifetime, and nothing with a null buffer", 
   REQUIRE(std::string(dtrain::timeline::kind_category(Kind::loader_wait)) == "io");
 }
 
-TEST_CASE("transfer trace ends a transfer with its last request", "[timeline]") {
+TEST_CASE("timeline transfer trace ends a transfer with its last request", "[timeline]") {
   Buffer b(16, 0, 10);
   dtrain::comm::detail::TransferTrace t;
   t.reset(&b, 1);

@@ -21,6 +21,9 @@ expect_exit 2 "option 'timeline': '$SCRATCH/plain/t.json'" -- \
 expect_exit 2 "option 'timeline': '/proc/t.json'" -- "$DTRAIN" train "${common[@]}" --metrics "" --timeline /proc/t.json
 expect_exit 2 "option 'timeline': '$SCRATCH/plain'" -- "$DTRAIN" train "${common[@]}" --metrics "" --timeline "$SCRATCH/plain"
 expect_exit 2 "option 'timeline-steps'" -- "$DTRAIN" train "${common[@]}" --metrics "" --timeline t.json --timeline-steps 0
+# The job-file key is the option's name.
+{ cat "$SRC/jobs/fashion_lenet.ini"; echo "timeline = /proc/t.json"; } >tl.ini
+expect_exit 2 "option 'timeline': '/proc/t.json'" -- "$DTRAIN" train --job tl.ini "${common[@]:2}" --metrics ""
 [ ! -e t.json ] && [ ! -e runs ] || fail "a refused run wrote something"
 
 # Hybrid, 5 ranks, a checkpoint every 2 steps (pauses after steps 1 and 3 fall in the window).
