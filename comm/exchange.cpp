@@ -25,6 +25,7 @@
 #include "comm/chunked.hpp"
 #include "comm/exchange_impl.hpp"
 #include "core/error.hpp"
+#include "core/timeline.hpp"
 
 namespace dtrain::comm {
 
@@ -78,6 +79,15 @@ Exchange::Impl::Impl(const Topology& t, const ExchangeOptions& o, size_t arena_f
     DT_CHECK_MPI(MPI_Comm_dup(t.workers(), &workers_comm));
     DT_CHECK_MPI(MPI_Comm_dup(t.node_comm(), &node_comm));
     ring = std::make_unique<detail::RingAllreduce>(t.workers(), chunk);
+    MPI_Group ng, wg;  // node-local rank → world rank (timeline peers)
+    DT_CHECK_MPI(MPI_Comm_group(t.node_comm(), &ng));
+    DT_CHECK_MPI(MPI_Comm_group(t.world(), &wg));
+    std::vector<int> local(static_cast<size_t>(t.local_size()));
+    for (size_t i = 0; i < local.size(); ++i) local[i] = static_cast<int>(i);
+    node_world.resize(local.size());
+    DT_CHECK_MPI(MPI_Group_translate_ranks(ng, t.local_size(), local.data(), wg, node_world.data()));
+    MPI_Group_free(&ng);
+    MPI_Group_free(&wg);
     if (o.device.enabled) setup_device();
     thread = std::thread([this] { thread_main(); });
   }
@@ -137,6 +147,8 @@ void Exchange::Impl::thread_main() {
   while (channel.next_step(seen)) {
     std::exception_ptr err;
     try {
+      const int64_t st = channel.step();
+      timeline::Span span(opts.timeline ? opts.timeline->for_step(st) : nullptr, timeline::Kind::exchange_step, st);
       if (opts.mode == Mode::allreduce) run_step_allreduce();
       else run_step_ps();
     } catch (const detail::StepChannel::Cancelled&) {
@@ -152,12 +164,15 @@ void Exchange::Impl::thread_main() {
 void Exchange::Impl::run_step_allreduce() {
   const size_t bucket = std::max<size_t>(1, opts.bucket_bytes / sizeof(float));
   const bool in_place = reducer_on_device();
+  const int64_t st = channel.step();
+  timeline::Buffer* tl = opts.timeline ? opts.timeline->for_step(st) : nullptr;
   size_t bucket_end = arena;
-  while (bucket_end > 0) {
+  for (int32_t k = 0; bucket_end > 0; ++k) {
     // The next grid edge (see the protocol above): the same on every worker.
     const size_t target = bucket_end > bucket ? bucket_end - bucket : 0;
     float* g = channel.wait_to(target).grads;
     const size_t n = bucket_end - target;
+    timeline::Span span(tl, timeline::Kind::allreduce, st, n * sizeof(float), k);
     if (in_place) {
       reducer->allreduce(g + target, n);
     } else {
@@ -267,7 +282,7 @@ void Exchange::send_server_state(const float* params, const float* state) {
 
 ServeEnd Exchange::serve(float* params, const ServeHooks& hooks) {
   Impl& m = *impl_;
-  return detail::serve_ps(m.topo, m.opts.mode, m.map, m.ps_comm, m.server_comm, m.chunk, params, hooks);
+  return detail::serve_ps(m.topo, m.opts.mode, m.map, m.ps_comm, m.server_comm, m.chunk, params, hooks, m.opts.timeline);
 }
 
 void Exchange::average_over_workers(float* x, size_t count) {

@@ -36,6 +36,10 @@
 #include "comm/shard.hpp"
 #include "comm/topology.hpp"
 
+namespace dtrain::timeline {
+class Buffer;  // core/timeline.hpp
+}
+
 namespace dtrain::comm {
 
 enum class Mode { allreduce, ps, hybrid };
@@ -73,6 +77,10 @@ struct ExchangeOptions {
   size_t min_slice = size_t{1} << 14;              // ShardMap floor, floats
   double step_timeout_s = 600;  // finish_step gives up (Error) after this long; 0 = wait forever
   DeviceArena device;           // default: the arena is host memory
+  // --timeline (core/timeline.hpp): where the exchange records its transfers,
+  // written only by the thread that runs them — a worker's communication
+  // thread, a server's serve(). Null: nothing is recorded (the default).
+  timeline::Buffer* timeline = nullptr;
 };
 
 // The optimizer as a server sees it: applies one update to the range

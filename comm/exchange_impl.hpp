@@ -26,6 +26,7 @@
 #include "comm/ring_allreduce.hpp"
 #include "comm/staging.hpp"
 #include "comm/step_channel.hpp"
+#include "comm/transfer_trace.hpp"
 
 namespace dtrain::comm {
 
@@ -38,8 +39,9 @@ bool is_sender(const Topology& topo, Mode mode);
 // ps_server.cpp: the server half of the ps/hybrid protocol (ps_client.cpp)
 // until every sender has stopped or asked for a checkpoint. params: the whole
 // arena. server_comm: the servers only (the joint check of a step).
+// tl: the timeline (null: off).
 ServeEnd serve_ps(const Topology& topo, Mode mode, const ShardMap& map, MPI_Comm ps_comm, MPI_Comm server_comm,
-                  size_t chunk, float* params, const ServeHooks& hooks);
+                  size_t chunk, float* params, const ServeHooks& hooks, timeline::Buffer* tl);
 
 // Control messages (tag kTagControl, ps_comm), one int64 per sender and step.
 inline constexpr int64_t kCtrlStop = -1;
@@ -84,6 +86,11 @@ struct Exchange::Impl {
   // (written by the thread before the step is done, read after finish).
   std::vector<double> status_in;
   StepTimes status;
+
+  // The timeline's transfers of the thread's step (transfer_trace.hpp), and
+  // the world rank of each node-local rank (the peers of node traffic).
+  detail::TransferTrace trace;
+  std::vector<int> node_world;
 
   std::thread thread;  // workers: the communication thread
 

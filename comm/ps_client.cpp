@@ -77,6 +77,7 @@
 #include "comm/chunked.hpp"
 #include "comm/exchange_impl.hpp"
 #include "core/error.hpp"
+#include "core/timeline.hpp"
 
 namespace dtrain::comm {
 
@@ -93,17 +94,24 @@ void Exchange::Impl::run_step_ps() {
   const auto& slices = map.slices();
   const size_t ns = slices.size();
   const int64_t st = channel.step();
+  using TK = timeline::Kind;
+  timeline::Buffer* tl = opts.timeline ? opts.timeline->for_step(st) : nullptr;
+  trace.reset(tl, st);
 
   std::vector<MPI_Request> reqs;
   std::vector<std::pair<size_t, Ev>> evs;  // per request: (slice, kind)
   std::vector<MPI_Request> tmp;
-  auto track = [&](size_t j, Ev kind) {
+  // Moves tmp's requests into reqs; tk: the timeline's name of the transfer
+  // (kCount: untraced), of `count` floats to or from world rank `peer`.
+  auto track = [&](size_t j, Ev kind, TK tk = TK::kCount, size_t count = 0, int peer = -1) {
     for (MPI_Request r : tmp) {
       reqs.push_back(r);
       evs.emplace_back(j, kind);
     }
     const size_t n = tmp.size();
     tmp.clear();
+    if (tk == TK::kCount) trace.untraced(n);
+    else trace.open(tk, n, count * sizeof(float), static_cast<int32_t>(j), peer);
     return n;
   };
 
@@ -132,7 +140,7 @@ void Exchange::Impl::run_step_ps() {
       for (size_t j = 0; j < ns; ++j) {
         detail::irecv_chunked(member_bufs[static_cast<size_t>(m)].get() + slices[j].begin, slices[j].count, m + 1,
                               detail::tag_grad(j, st), node_comm, chunk, tmp);
-        member_left[j] += track(j, Ev::member_grad);
+        member_left[j] += track(j, Ev::member_grad, TK::member_recv, slices[j].count, node_world[static_cast<size_t>(m) + 1]);
       }
   }
 
@@ -148,7 +156,7 @@ void Exchange::Impl::run_step_ps() {
     for (int m = 0; m < members; ++m) {
       detail::isend_chunked(staging.params(p, sl.begin), sl.count, m + 1, detail::tag_param(j, st), node_comm,
                             chunk, tmp);
-      track(j, Ev::send);
+      track(j, Ev::send, TK::member_send, sl.count, node_world[static_cast<size_t>(m) + 1]);
     }
     if (red_dev) arrived[j] = 1;  // final after the broadcast
     else ++params_done;
@@ -157,13 +165,18 @@ void Exchange::Impl::run_step_ps() {
     const Slice& sl = slices[j];
     uplinked[j] = 1;
     ++num_uplinked;
-    if (red_dev && sl.count > 0) reducer->reduce_to_leader(g + sl.begin, sl.count);
+    if (red_dev && sl.count > 0) {
+      timeline::Span span(tl, TK::node_reduce, st, sl.count * sizeof(float), static_cast<int32_t>(j));
+      reducer->reduce_to_leader(g + sl.begin, sl.count);
+    }
     if (red_dev && !sender) {
       arrived[j] = 1;  // the leader's broadcast brings them
       return;
     }
     const float* src = staging.grads(g, sl.begin, sl.count);
     if (members > 0) {
+      timeline::Span span(tl, TK::node_sum, st, sl.count * sizeof(float) * static_cast<size_t>(members + 1),
+                          static_cast<int32_t>(j));
       float* d = node_sum.get() + sl.begin;
       std::copy(src, src + sl.count, d);
       for (int m = 0; m < members; ++m) {
@@ -173,11 +186,12 @@ void Exchange::Impl::run_step_ps() {
       src = d;
     }
     const int peer = sender ? topo.server_rank(sl.server) : 0;
+    const int peer_world = sender ? peer : node_world[0];
     MPI_Comm comm = sender ? ps_comm : node_comm;
     detail::isend_chunked(src, sl.count, peer, detail::tag_grad(j, st), comm, chunk, tmp);
-    track(j, Ev::send);
+    track(j, Ev::send, TK::push, sl.count, peer_world);
     detail::irecv_chunked(staging.params(p, sl.begin), sl.count, peer, detail::tag_param(j, st), comm, chunk, tmp);
-    param_left[j] += track(j, Ev::param);
+    param_left[j] += track(j, Ev::param, TK::pull, sl.count, peer_world);
     if (param_left[j] == 0) params_arrived(j);  // an empty slice
   };
   // red_dev: the broadcasts, in slice order once every reduction is done.
@@ -185,7 +199,10 @@ void Exchange::Impl::run_step_ps() {
     bool any = false;
     while (red_dev && num_uplinked == ns && next_bcast > 0 && arrived[next_bcast - 1]) {
       const Slice& sl = slices[--next_bcast];
-      if (sl.count > 0) reducer->broadcast_from_leader(p + sl.begin, sl.count);
+      if (sl.count > 0) {
+        timeline::Span span(tl, TK::node_bcast, st, sl.count * sizeof(float), static_cast<int32_t>(next_bcast));
+        reducer->broadcast_from_leader(p + sl.begin, sl.count);
+      }
       ++params_done;
       any = true;
     }
@@ -222,12 +239,14 @@ void Exchange::Impl::run_step_ps() {
                " slice(s) missing");
     }
     for (int c = 0; c < count; ++c) {
+      trace.completed(idx[static_cast<size_t>(c)]);
       const auto [j, kind] = evs[static_cast<size_t>(idx[static_cast<size_t>(c)])];
       if (kind == Ev::member_grad) --member_left[j];
       else if (kind == Ev::param && --param_left[j] == 0) params_arrived(j);
     }
   }
   detail::wait_all(reqs);
+  trace.close_all();
   if (sender) {  // every server's status of the step (the same decision on each: the joint check)
     for (int s = 0; s < topo.num_servers(); ++s) {
       const int flags = static_cast<int>(status_in[2 * static_cast<size_t>(s)]);

@@ -16,11 +16,14 @@
 #include "comm/chunked.hpp"
 #include "comm/exchange_impl.hpp"
 #include "core/error.hpp"
+#include "core/timeline.hpp"
 
 namespace dtrain::comm {
 
 ServeEnd detail::serve_ps(const Topology& topo, Mode mode, const ShardMap& map, MPI_Comm ps_comm,
-                          MPI_Comm server_comm, size_t chunk, float* params, const ServeHooks& hooks) {
+                          MPI_Comm server_comm, size_t chunk, float* params, const ServeHooks& hooks,
+                          timeline::Buffer* timeline) {
+  using TK = timeline::Kind;
   DT_CHECK(topo.is_server(), "serve() on a worker (rank ", topo.rank(), ")");
   DT_CHECK(static_cast<bool>(hooks.rule), "serve() without an update rule");
   const std::vector<int> from = senders(topo, mode);
@@ -50,6 +53,7 @@ ServeEnd detail::serve_ps(const Topology& topo, Mode mode, const ShardMap& map, 
   std::vector<int> idx;
   std::vector<double> mine_check(2), all_check(2 * static_cast<size_t>(nservers));
   double status[2] = {0, 0};
+  TransferTrace recv_trace, send_trace;  // the timeline's receives and sends of a step
   for (;;) {
     // 1. Control.
     for (size_t s = 0; s < nsend; ++s) {
@@ -72,6 +76,10 @@ ServeEnd detail::serve_ps(const Topology& topo, Mode mode, const ShardMap& map, 
     if (ctrl[0] == kCtrlCheckpointStop) return ServeEnd::checkpoint_and_stop;
     DT_CHECK(ctrl[0] >= 0, "parameter server ", me, ": unknown control message ", ctrl[0]);
     const int64_t st = ctrl[0];
+    timeline::Buffer* tl = timeline ? timeline->for_step(st) : nullptr;
+    timeline::Span step_span(tl, TK::server_step, st);
+    recv_trace.reset(tl, st);
+    send_trace.reset(tl, st);
 
     // 2. Every receive of the step.
     owner.clear();
@@ -82,6 +90,7 @@ ServeEnd detail::serve_ps(const Topology& topo, Mode mode, const ShardMap& map, 
         detail::irecv_chunked(bufs[s].get() + local_off[k], sl.count, from[s], detail::tag_grad(mine[k], st),
                               ps_comm, chunk, tmp);
         left[k] += tmp.size();
+        recv_trace.open(TK::server_recv, tmp.size(), sl.count * sizeof(float), static_cast<int32_t>(mine[k]), from[s]);
         owner.insert(owner.end(), tmp.size(), k);
         reqs.insert(reqs.end(), tmp.begin(), tmp.end());
         tmp.clear();
@@ -94,6 +103,7 @@ ServeEnd detail::serve_ps(const Topology& topo, Mode mode, const ShardMap& map, 
     std::vector<double> sumsq(mine.size(), 0.0);
     auto sum_slice = [&](size_t k) {
       const Slice& sl = slices[mine[k]];
+      timeline::Span span(tl, TK::aggregate, st, sl.count * sizeof(float) * nsend, static_cast<int32_t>(mine[k]));
       float* g = gsum.get() + sl.begin;
       const float* b0 = bufs[0].get() + local_off[k];
       std::copy(b0, b0 + sl.count, g);
@@ -116,6 +126,7 @@ ServeEnd detail::serve_ps(const Topology& topo, Mode mode, const ShardMap& map, 
       const int count = detail::wait_some(reqs, idx);
       DT_CHECK(count != MPI_UNDEFINED, "parameter server ", me, ": step ", st, " lost track of its receives");
       for (int c = 0; c < count; ++c) {
+        recv_trace.completed(idx[static_cast<size_t>(c)]);
         const size_t k = owner[static_cast<size_t>(idx[static_cast<size_t>(c)])];
         if (--left[k] == 0) {
           sum_slice(k);
@@ -132,6 +143,7 @@ ServeEnd detail::serve_ps(const Topology& topo, Mode mode, const ShardMap& map, 
     mine_check[1] = 0;
     for (double q : sumsq) mine_check[1] += q;
     if (nservers > 1) {
+      timeline::Span span(tl, TK::joint_check, st);
       DT_CHECK_MPI(MPI_Allgather(mine_check.data(), 2, MPI_DOUBLE, all_check.data(), 2, MPI_DOUBLE, server_comm));
     } else {
       all_check[0] = mine_check[0];
@@ -155,11 +167,16 @@ ServeEnd detail::serve_ps(const Topology& topo, Mode mode, const ShardMap& map, 
           float* g = gsum.get() + sl.begin;
           for (size_t e = 0; e < sl.count; ++e) g[e] *= scale;
         }
+        timeline::Span span(tl, TK::server_update, st, sl.count * sizeof(float), static_cast<int32_t>(mine[k]));
         hooks.rule(params, gsum.get(), sl.begin, sl.begin + sl.count, st);
       }
-      for (size_t s = 0; s < nsend; ++s)
+      for (size_t s = 0; s < nsend; ++s) {
+        const size_t before = sends.size();
         detail::isend_chunked(params + sl.begin, sl.count, from[s], detail::tag_param(mine[k], st), ps_comm, chunk,
                               sends);
+        send_trace.open(TK::server_send, sends.size() - before, sl.count * sizeof(float),
+                        static_cast<int32_t>(mine[k]), from[s]);
+      }
     }
 
     // 6. The step's status, then its replies.
@@ -170,7 +187,11 @@ ServeEnd detail::serve_ps(const Topology& topo, Mode mode, const ShardMap& map, 
       DT_CHECK_MPI(MPI_Isend(status, 2, MPI_DOUBLE, from[s], detail::tag_extra(ns, detail::ExtraTag::status),
                              ps_comm, &r));
       sends.push_back(r);
+      send_trace.untraced(1);
     }
+    if (tl)  // completions one by one, for the timeline's send events
+      for (int n; (n = detail::wait_some(sends, idx)) != MPI_UNDEFINED;)
+        for (int c = 0; c < n; ++c) send_trace.completed(idx[static_cast<size_t>(c)]);
     detail::wait_all(sends);
   }
 }

@@ -173,7 +173,9 @@ struct Options {
       ("save-params", def(&c.save_params), "the final parameters, HDF5: auto = params.h5 in the run folder; \"\" = none; a file that exists is refused unless --overwrite true")
       ("runs-dir", def(&c.runs_dir), "parent of the run folders: each run writes into RUNS_DIR/RUN-NAME/N/ (N = 1, 2, …; RUNS_DIR/RUN-NAME/latest → the newest)")
       ("run-name", def(&c.run_name), "the run folder's name (default: the job file's name without .ini, else train)")
-      ("overwrite", def(&c.overwrite), "allow an explicit --metrics / --save-params file that exists to be replaced")
+      ("overwrite", def(&c.overwrite), "allow an explicit --metrics / --save-params / --timeline file that exists to be replaced")
+      ("timeline", def(&c.timeline), "a Chrome-trace / Perfetto JSON of every rank's steps, compute, loader waits, transfers and server updates (docs/timeline.md): \"\" = off; auto = timeline.json in the run folder; a file that exists is refused unless --overwrite true")
+      ("timeline-steps", def(&c.timeline_steps), "--timeline records the first N steps of the run (from the resume point on a resumed run)")
       ("checkpoint-dir", def(&c.checkpoint_dir), "folder of this job's checkpoints (\"\": none); keep it the same across restarts of the job (docs/reliability.md)")
       ("checkpoint-every-steps", def(&c.checkpoint_every_steps), "a checkpoint every N steps (0: not by steps)")
       ("checkpoint-every-s", def(&c.checkpoint_every_s), "a checkpoint when this many seconds passed since the last one (0: not by time)")
@@ -257,6 +259,8 @@ void validate(TrainConfig& c, const Options& o) {
   need(c.lr_schedule != LrKind::step || every || at, "lr-step-epochs",
        "must be > 0 with lr-schedule = step, or give lr-milestones (epochs, e.g. 30,60,80)");
   need(c.log_interval > 0, "log-interval", "must be > 0, got ", c.log_interval);
+  need(c.timeline_steps >= 1 && c.timeline_steps <= 1000000, "timeline-steps", "must be in [1, 1000000], got ",
+       c.timeline_steps);
   c.mode = parse_choice(kModes, "mode", o.mode);
   need(c.ps >= 0, "ps", "must be >= 0, got ", c.ps);
   const bool allreduce = c.mode == comm::Mode::allreduce;

@@ -99,7 +99,11 @@ struct TrainConfig {
   std::string save_params = "auto";  // HDF5 with /params and /buffers at the end
   std::string runs_dir = "runs";     // parent of the run folders
   std::string run_name;              // "" = the job file's stem, else "train"
-  bool overwrite = false;            // an explicit existing metrics/save-params file may be replaced
+  bool overwrite = false;            // an explicit existing metrics/save-params/timeline file may be replaced
+  // Timeline (engine/timeline.hpp, docs/timeline.md): "" = off; auto =
+  // timeline.json in the run folder; a path = that file (Trace Event Format JSON).
+  std::string timeline;
+  int64_t timeline_steps = 20;       // record the first N steps of the run
   // Checkpoints (engine/checkpoint.hpp, docs/reliability.md). "" = none.
   std::string checkpoint_dir;
   int64_t checkpoint_every_steps = 0;  // 0 = not by steps

@@ -99,11 +99,15 @@ std::string run_name(const TrainConfig& cfg) {
 }
 
 void check_outputs(const TrainConfig& cfg) {
-  const bool any_auto = is_auto(cfg.metrics) || is_auto(cfg.save_params);
+  const bool any_auto = is_auto(cfg.metrics) || is_auto(cfg.save_params) || is_auto(cfg.timeline);
   if (!is_auto(cfg.metrics) && !cfg.metrics.empty()) check_explicit(cfg, "metrics", cfg.metrics);
   if (!is_auto(cfg.save_params) && !cfg.save_params.empty()) check_explicit(cfg, "save-params", cfg.save_params);
+  if (!is_auto(cfg.timeline) && !cfg.timeline.empty()) check_explicit(cfg, "timeline", cfg.timeline);
   if (!cfg.metrics.empty() && !is_auto(cfg.metrics) && same_file(cfg.metrics, cfg.save_params))
     DT_USAGE("options 'metrics' and 'save-params' name the same file '", cfg.metrics, "'");
+  for (auto [key, other] : {std::pair<const char*, std::string>{"metrics", cfg.metrics}, {"save-params", cfg.save_params}})
+    if (!cfg.timeline.empty() && !is_auto(cfg.timeline) && !is_auto(other) && same_file(cfg.timeline, other))
+      DT_USAGE("options 'timeline' and '", key, "' name the same file '", cfg.timeline, "'");
   if (any_auto) {
     const std::string name = run_name(cfg);
     if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos)
@@ -120,13 +124,14 @@ RunOutputs make_outputs(const TrainConfig& cfg) {
   RunOutputs o;
   o.metrics = is_auto(cfg.metrics) ? std::string() : cfg.metrics;
   o.save_params = is_auto(cfg.save_params) ? std::string() : cfg.save_params;
+  o.timeline = is_auto(cfg.timeline) ? std::string() : cfg.timeline;
   std::error_code ec;
-  for (const std::string& f : {o.metrics, o.save_params}) {
+  for (const std::string& f : {o.metrics, o.save_params, o.timeline}) {
     fs::path parent = fs::path(f).parent_path();
     if (!f.empty() && !parent.empty() && !fs::create_directories(parent, ec) && ec)
       DT_FAIL("cannot create the folder '", parent.string(), "': ", ec.message());
   }
-  if (!is_auto(cfg.metrics) && !is_auto(cfg.save_params)) return o;
+  if (!is_auto(cfg.metrics) && !is_auto(cfg.save_params) && !is_auto(cfg.timeline)) return o;
 
   const fs::path parent = run_parent(cfg);
   fs::create_directories(parent, ec);
@@ -153,6 +158,7 @@ RunOutputs make_outputs(const TrainConfig& cfg) {
   o.dir = dir.string();
   if (is_auto(cfg.metrics)) o.metrics = (dir / "metrics.jsonl").string();
   if (is_auto(cfg.save_params)) o.save_params = (dir / "params.h5").string();
+  if (is_auto(cfg.timeline)) o.timeline = (dir / "timeline.json").string();
   return o;
 }
 

@@ -6,10 +6,12 @@
 // runs started at once never share one), and RUNS_DIR/<run-name>/latest, a
 // relative symbolic link to the newest (replaced atomically by rename). It
 // holds metrics.jsonl (step and epoch records, then the run record line that
-// `dtrain report` reads) and params.h5 (the final parameters). <run-name> is
+// `dtrain report` reads), params.h5 (the final parameters) and, with
+// --timeline auto, timeline.json (engine/timeline.hpp; the timeline is off by
+// default). <run-name> is
 // the job file's name without .ini ("fashion_lenet"), or "train" without one.
 //
-// An output given explicitly (--metrics F, --save-params F) goes to F instead;
+// An output given explicitly (--metrics F, --save-params F, --timeline F) goes to F instead;
 // an F that exists is refused (exit 2, naming the key and the file) unless
 // --overwrite true. "" turns an output off. A run folder is made only when at
 // least one output is left at its default ("auto").
@@ -32,6 +34,7 @@ struct RunOutputs {
   std::string dir;          // the run folder ("" when every output is explicit or off)
   std::string metrics;      // "" = none
   std::string save_params;  // "" = none
+  std::string timeline;     // "" = none (off)
 };
 
 // The run name: cfg.run_name, else the job file's stem, else "train".

@@ -7,7 +7,9 @@
 // exchange (every rank but in a 1-rank job) with the start-up broadcast of
 // rank 0's parameters, then the role: a ServerLoop on the parameter servers, a
 // WorkerLoop (with its Evaluator and RunRecorder) on the workers; last, rank 0
-// saves the parameters and buffers (--save-params). Start-up broadcast and
+// saves the parameters and buffers (--save-params), and every rank sends its
+// timeline to rank 0, which writes it (--timeline, engine/timeline.hpp; its
+// first clock measurement comes before the exchange). Start-up broadcast and
 // --save-params go through host copies on a device (download, upload).
 #include "engine/trainer.hpp"
 
@@ -22,12 +24,14 @@
 #include "comm/watchdog.hpp"
 #include "core/error.hpp"
 #include "core/hash.hpp"
+#include "core/log.hpp"
 #include "engine/checkpoint.hpp"
 #include "engine/exit.hpp"
 #include "engine/tune.hpp"
 #include "engine/preemption.hpp"
 #include "engine/run_folder.hpp"
 #include "engine/server_loop.hpp"
+#include "engine/timeline.hpp"
 #include "engine/train_job.hpp"
 #include "engine/worker_loop.hpp"
 #include "io/float_arrays.hpp"
@@ -39,7 +43,7 @@ namespace {
 // The exchange of a multi-rank job (null for one rank), parameters broadcast
 // from rank 0. Servers take part in its construction; workers' device set-up
 // (NCCL communicators) happens inside, after the device-binding check.
-std::unique_ptr<comm::Exchange> make_exchange(TrainJob& job) {
+std::unique_ptr<comm::Exchange> make_exchange(TrainJob& job, Timeline* tl) {
   if (job.world_size == 1) return nullptr;
   const TrainConfig& cfg = job.cfg;
   comm::ExchangeOptions eo;
@@ -47,6 +51,7 @@ std::unique_ptr<comm::Exchange> make_exchange(TrainJob& job) {
   eo.bucket_bytes = static_cast<size_t>(cfg.bucket_mb * 1048576.0);
   eo.max_chunk_elems = static_cast<size_t>(cfg.max_chunk_elems);
   eo.step_timeout_s = cfg.comm_timeout;
+  if (tl) eo.timeline = job.topo.is_server() ? tl->main() : tl->exchange();  // the thread that runs the transfers
   if (job.on_device()) {
     layers::Backend& be = *job.backend;
     eo.device.enabled = true;
@@ -90,7 +95,9 @@ void check_same_job(const TrainConfig& cfg, MPI_Comm world) {
     uint64_t hash;
     char host[64];
   } mine{}, *all = nullptr;
-  mine.hash = fnv1a(job_file_text(cfg) + "\n" + cfg.train_data + "\n" + cfg.test_data);
+  // The timeline's collectives run on every rank or on none.
+  mine.hash = fnv1a(job_file_text(cfg) + "\n" + cfg.train_data + "\n" + cfg.test_data + "\ntimeline " +
+                    (cfg.timeline.empty() ? std::string("off") : std::to_string(cfg.timeline_steps)));
   int len = 0;
   char name[MPI_MAX_PROCESSOR_NAME];
   MPI_Get_processor_name(name, &len);
@@ -158,7 +165,18 @@ TrainResult train(const TrainConfig& cfg, MPI_Comm world_comm) {
     from = ckpt.restore();  // before the exchange broadcasts rank 0's parameters
     result.resumed_from_step = from.step;
   }
-  std::unique_ptr<comm::Exchange> ex = make_exchange(job);
+  std::unique_ptr<Timeline> timeline;
+  if (!cfg.timeline.empty()) {
+    // Buffer capacity: slices and buckets of the arena (an upper bound), each with up to world-size peers.
+    const size_t arena = job.net->num_params();
+    const size_t slice = comm::ExchangeOptions{}.max_slice;
+    const size_t bucket = std::max<size_t>(1, static_cast<size_t>(cfg.bucket_mb * 1048576.0) / sizeof(float));
+    const size_t parts = (arena + slice - 1) / slice + static_cast<size_t>(job.topo.num_servers()) +
+                         (arena + bucket - 1) / bucket + 1;
+    timeline = std::make_unique<Timeline>(job.topo, from.step, cfg.timeline_steps,
+                                          timeline_events_per_step(parts, job.world_size));
+  }
+  std::unique_ptr<comm::Exchange> ex = make_exchange(job, timeline.get());
   if (job.topo.is_server()) {
     ServerLoop server(job, *ex, ckpt);
     server.run();
@@ -166,10 +184,16 @@ TrainResult train(const TrainConfig& cfg, MPI_Comm world_comm) {
     result.requeue = server.requeue();
   } else {
     {
-      WorkerLoop worker(job, ex.get(), out, ckpt, from);
+      WorkerLoop worker(job, ex.get(), out, ckpt, from, timeline ? timeline->main() : nullptr);
       worker.run(result);
     }
     if (!result.requeue && !out.save_params.empty() && job.rank() == 0) save_params(job, out.save_params);
+  }
+  // Every recording thread is done: the workers' exchange threads wait
+  // between steps (stop() was called), the servers left serve().
+  if (timeline) {
+    timeline->write(out.timeline);
+    if (job.rank() == 0) log::info("dtrain: timeline ", out.timeline);
   }
   // Every rank leaves together, after rank 0's last files (parameters, the
   // final checkpoint) are on disk: on a stop, no rank exits "requeue me" before

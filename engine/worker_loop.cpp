@@ -62,7 +62,7 @@ io::Prefetcher make_loader(TrainJob& job, const ResumePoint& from) {
 }  // namespace
 
 WorkerLoop::WorkerLoop(TrainJob& job, comm::Exchange* ex, const RunOutputs& out, Checkpointer& ckpt,
-                       const ResumePoint& from)
+                       const ResumePoint& from, timeline::Buffer* tl)
     : job_(job),
       ex_(ex),
       ckpt_(ckpt),
@@ -72,7 +72,8 @@ WorkerLoop::WorkerLoop(TrainJob& job, comm::Exchange* ex, const RunOutputs& out,
                 job.cfg.compute_stand_in_ms),
       dev_(*job.backend, job.cfg.minibatch, job.net->input_shape(), job.classes()),
       loss_scale_(1.0f / static_cast<float>(job.global_batch())),
-      agreement_(job.world_size > 1 ? job.topo.workers() : MPI_COMM_NULL) {
+      agreement_(job.world_size > 1 ? job.topo.workers() : MPI_COMM_NULL),
+      timeline_(tl) {
   const TrainConfig& cfg = job.cfg;
   if (job.test_set)
     evaluator_.emplace(*job.test_set, cfg, job.topo.worker_index(), job.topo.num_workers(), ex, po_threads(job));
@@ -184,7 +185,10 @@ bool WorkerLoop::boundary(bool epoch_end, TrainResult& result) {
     recorder_.checkpoint(w.step, w.path, w.bytes, w.snapshot_s, w.write_s);
   const bool last = step_ >= job_.planned_steps();
   if (!ckpt_.enabled()) return true;
+  // A checkpoint pause belongs to the step that just ended.
+  timeline::Buffer* tl = timeline_ ? timeline_->for_step(step_ - 1) : nullptr;
   if (last) {  // the run's end: its final state, for a later --epochs extension
+    timeline::Span span(tl, timeline::Kind::checkpoint, step_ - 1);
     const auto t0 = Clock::now();
     ckpt_.take(loop_state(), ex_, /*final=*/false);
     interval_.t_checkpoint += seconds_since(t0);
@@ -201,11 +205,13 @@ bool WorkerLoop::boundary(bool epoch_end, TrainResult& result) {
     if (job_.rank() == 0)
       log::info("dtrain: stop requested (", stop_signal() == SIGTERM ? "SIGTERM" : stop_signal() == SIGUSR1 ? "SIGUSR1" : "a signal on another rank",
                 "): checkpointing step ", step_, " and exiting with ", kExitRequeue, " (requeue)");
+    timeline::Span span(tl, timeline::Kind::checkpoint, step_ - 1);
     ckpt_.take(loop_state(), ex_, /*final=*/true);
     result.requeue = true;
     return false;
   }
   if ((agreed & 2u) || ckpt_.due_by_steps(step_, epoch_end)) {
+    timeline::Span span(tl, timeline::Kind::checkpoint, step_ - 1);
     ckpt_.take(loop_state(), ex_, /*final=*/false);
     time_asked_ = false;  // the clock restarts with this checkpoint
     interval_.t_checkpoint += seconds_since(t0);
@@ -231,7 +237,19 @@ float WorkerLoop::train_step(int64_t s) {
   if (job_.failures.hits_worker(step_, job_.rank()) && job_.failures.fire())
     DT_FAIL("injected failure at step ", step_, " (DTRAIN_FAIL_AT_STEP)");
   maybe_raise_test_signal(step_, job_.rank());
+  // The timeline (off: tl is null and no clock is read): step, loader wait,
+  // forward, backward, exchange wait, update, back to back.
+  using TK = timeline::Kind;
+  timeline::Buffer* tl = timeline_ ? timeline_->for_step(step_) : nullptr;
+  const int64_t tl_start = tl ? timeline::now_ns() : 0;
   const io::Batch& batch = loader_.next();  // blocks only when the loader fell behind
+  int64_t tl_mark = tl_start;
+  auto mark = [&](TK k) {  // the event k from the last mark to now
+    const int64_t t = timeline::now_ns();
+    tl->add(k, tl_mark, t, step_);
+    tl_mark = t;
+  };
+  if (tl) mark(TK::loader_wait);
   DT_CHECK(batch.epoch == epoch_ && batch.step == s, "loader delivered (", batch.epoch, ", ", batch.step,
            ") for (", epoch_, ", ", s, ")");
   if (sample_trace_) {
@@ -251,6 +269,7 @@ float WorkerLoop::train_step(int64_t s) {
   if (stand_in_) {  // no forward or backward; the exchange sees backward's ranges, on the stand-in's schedule
     if (ex_) ex_->begin_step(step_, net.params().data(), net.grads().data());
     stand_in_->step(t1, backend, net.grads().data(), on_ready_);
+    if (tl) mark(TK::stand_in);
   } else {
     const layers::Tensor x = dev_.x(batch.x, b);  // uploads on a device
     const int32_t* labels = dev_.labels(batch.labels, b);
@@ -261,11 +280,14 @@ float WorkerLoop::train_step(int64_t s) {
     int64_t correct = 0;
     loss_sum = backend.softmax_xent_forward(logits.data(), labels, b, k, dev_.probs(), &correct);
     backend.softmax_xent_backward(dev_.probs(), labels, b, k, loss_scale_, dlogits.data());
+    if (tl) mark(TK::forward);
     if (ex_) ex_->begin_step(step_, net.params().data(), net.grads().data());
     net.backward(dlogits, on_ready_);
+    if (tl) mark(TK::backward);
   }
   comm::StepTimes ct;
   if (ex_) ct = ex_->finish_step(net.params().data(), net.grads().data());
+  if (tl && ex_) mark(TK::exchange_wait);
   bool skipped = false;
   if (!ex_ || !ex_->servers_update()) {
     double norm = 0;
@@ -275,6 +297,8 @@ float WorkerLoop::train_step(int64_t s) {
     skipped = ct.skipped;  // the servers' joint decision (senders know it; hybrid members do not need it)
   }
   peer_signalled_ = ct.peer_signalled;
+  if (tl && (!ex_ || !ex_->servers_update())) mark(TK::update);
+  if (tl) tl->add(TK::step, tl_start, tl_mark, step_);
   auto t2 = Clock::now();
   count_skip(skipped);
 

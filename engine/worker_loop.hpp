@@ -44,6 +44,7 @@
 #include <optional>
 
 #include "comm/exchange.hpp"
+#include "core/timeline.hpp"
 #include "engine/checkpoint.hpp"
 #include "engine/compute.hpp"
 #include "engine/compute_stand_in.hpp"
@@ -61,8 +62,9 @@ class WorkerLoop {
  public:
   // ex: null in a 1-rank job. out: rank 0's outputs (empty elsewhere).
   // from: where a resumed run continues (the default: a fresh start).
+  // tl: the main thread's timeline buffer (null: --timeline off).
   WorkerLoop(TrainJob& job, comm::Exchange* ex, const RunOutputs& out, Checkpointer& ckpt,
-             const ResumePoint& from = {});
+             const ResumePoint& from = {}, timeline::Buffer* tl = nullptr);
 
   // Runs to the end of the schedule, or to the step boundary where the
   // workers agreed to stop (a signal: result.requeue after the checkpoint);
@@ -106,6 +108,7 @@ class WorkerLoop {
   std::optional<ComputeStandIn> stand_in_;  // --compute-stand-in-ms: replaces forward and backward
   StopAgreement agreement_;
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> sample_trace_{nullptr, &std::fclose};
+  timeline::Buffer* timeline_;  // null: off
 
   int64_t step_ = 0;    // steps done (the next step's index)
   int epoch_ = 0;       // 0-based
