@@ -3,9 +3,10 @@
 # kernel's own parts, for scaling studies and the `cluster` tests.
 #
 #   scripts/emulated-cluster.sh up [--nodes N] [--preset 1gbe|10gbe|ib-edr] [--rate R] [--delay D]
-#                                  [--name NAME] [--slots S]
+#                                  [--name NAME] [--slots S] [--controller]
 #   scripts/emulated-cluster.sh down|status [--name NAME]
-#   scripts/emulated-cluster.sh exec NODE [--name NAME] -- CMD...   (run CMD on node NODE, e.g. node1)
+#   scripts/emulated-cluster.sh exec NODE [--name NAME] -- CMD...   (run CMD on node NODE, e.g. node1,
+#                                                                    or on the controller: ctl)
 #   scripts/emulated-cluster.sh mpirun [--name NAME] -- MPIRUN-ARGS...
 #                       (Open MPI's mpirun, started on node1, with the cluster's
 #                        host file and rsh agent: ranks land on node1..nodeN)
@@ -37,6 +38,11 @@
 #   none    no shaping (veth speed)
 # --rate (tc units: 1gbit, 500mbit) and --delay (25us, 1ms) override a preset.
 #
+# --controller: one more namespace, NAME-ctl, for a cluster's controller (the
+# Slurm of slurm/local-cluster.sh --nodes runs slurmctld there): eth0 =
+# 198.18.<i>.254/24 on the same bridge, unshaped, UTS host name `ctl`. It is no
+# node: not in the host file, not a target of mpirun; `exec ctl` runs in it.
+#
 # State: /run/dtrain-cluster/NAME/ (nodes, addresses, the UTS namespaces'
 # files, the host file, the rsh agent). `down` kills every process in the
 # cluster's namespaces, deletes the namespaces (and with them the veths and the
@@ -55,7 +61,7 @@ die() { echo "emulated-cluster: $*" >&2; exit 2; }
 need_root() { [ "$(id -u)" = 0 ] || die "needs root (network and UTS namespaces)"; }
 
 cmd=${1:-}; [ -n "$cmd" ] && shift || true
-NAME=dtc NODES=2 PRESET=1gbe RATE="" DELAY="" SLOTS=0 DELAY_GIVEN=0
+NAME=dtc NODES=2 PRESET=1gbe RATE="" DELAY="" SLOTS=0 DELAY_GIVEN=0 CONTROLLER=0
 while [ $# -gt 0 ]; do
   case $1 in
     --nodes) NODES=$2; shift 2 ;;
@@ -64,8 +70,9 @@ while [ $# -gt 0 ]; do
     --delay) DELAY=$2; DELAY_GIVEN=1; shift 2 ;;
     --name) NAME=$2; shift 2 ;;
     --slots) SLOTS=$2; shift 2 ;;
+    --controller) CONTROLLER=1; shift ;;
     --) shift; break ;;
-    node[0-9]*) NODE=$1; shift ;;
+    node[0-9]*|ctl) NODE=$1; shift ;;
     *) die "unknown argument '$1' (usage: see the top of $0)" ;;
   esac
 done
@@ -73,6 +80,7 @@ done
 [[ $NODES =~ ^[0-9]+$ ]] && [ "$NODES" -ge 1 ] && [ "$NODES" -le 64 ] || die "--nodes '$NODES': 1..64"
 STATE=/run/dtrain-cluster/$NAME
 BR_NS=$NAME-br
+CTL_NS=$NAME-ctl
 # The cluster's third address octet: 198.18.<idx>.0/24, idx from the name (stable, 1..254).
 idx=$(( $(printf '%s' "$NAME" | cksum | cut -d' ' -f1) % 254 + 1 ))
 node_ns() { echo "$NAME-n$1"; }
@@ -90,7 +98,7 @@ RATE=${RATE:-$P_RATE} DELAY=${DELAY:-$P_DELAY}
 # Every process whose network namespace is one of the cluster's.
 cluster_pids() {
   local ns
-  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$NAME-(br|n[0-9]+)$" || true); do
+  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$NAME-(br|ctl|n[0-9]+)$" || true); do
     ip netns pids "$ns" 2>/dev/null || true
   done
 }
@@ -105,7 +113,7 @@ teardown() {
     sleep 0.1
   fi
   local ns
-  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$NAME-(br|n[0-9]+)$" || true); do
+  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$NAME-(br|ctl|n[0-9]+)$" || true); do
     ip netns delete "$ns" 2>/dev/null || true
   done
   if [ -d "$STATE/uts" ]; then
@@ -115,9 +123,10 @@ teardown() {
   rm -rf "$STATE"
 }
 
-# exec_on K CMD...: CMD in node K's network and UTS namespaces.
+# exec_on K CMD...: CMD in node K's network and UTS namespaces (K = ctl: the controller's).
 exec_on() {
   local k=$1; shift
+  [ "$k" != ctl ] || exec nsenter --net="/run/netns/$CTL_NS" --uts="$STATE/uts/ctl" -- "$@"
   exec nsenter --net="/run/netns/$(node_ns "$k")" --uts="$STATE/uts/node$k" -- "$@"
 }
 
@@ -158,7 +167,7 @@ up() {
   need_root
   for t in ip tc nsenter unshare; do command -v $t > /dev/null || die "'$t' not found (iproute2, util-linux)"; done
   [ ! -e "$STATE" ] || die "a cluster '$NAME' exists ($STATE): scripts/emulated-cluster.sh down --name $NAME first"
-  if ip netns list | awk '{print $1}' | grep -qE "^$NAME-(br|n[0-9]+)$"; then
+  if ip netns list | awk '{print $1}' | grep -qE "^$NAME-(br|ctl|n[0-9]+)$"; then
     die "namespaces named $NAME-* exist without $STATE: scripts/emulated-cluster.sh down --name $NAME"
   fi
   trap 'rc=$?; if [ $rc != 0 ]; then echo "emulated-cluster: up failed, removing what it made" >&2; teardown; fi' EXIT
@@ -198,11 +207,22 @@ up() {
     unshare --uts="$STATE/uts/node$k" hostname "node$k"
     echo "node$k $(node_ip "$k") $ns" >> "$STATE/nodes"
   done
+  if [ "$CONTROLLER" = 1 ]; then
+    ip netns add "$CTL_NS"
+    ip -n "$CTL_NS" link set lo up
+    ip -n "$CTL_NS" link add eth0 type veth peer name pctl netns "$BR_NS"
+    ip -n "$CTL_NS" addr add "$(node_ip 254)/24" dev eth0
+    ip -n "$CTL_NS" link set eth0 mtu 9000 up
+    ip -n "$BR_NS" link set pctl mtu 9000 master br0 up
+    touch "$STATE/uts/ctl"
+    unshare --uts="$STATE/uts/ctl" hostname ctl
+    echo "ctl $(node_ip 254) $CTL_NS" > "$STATE/controller"
+  fi
   local slots=$SLOTS
   [ "$slots" -gt 0 ] || slots=$(nproc)
   awk -v s="$slots" '{print $2, "slots=" s}' "$STATE/nodes" > "$STATE/hostfile"
   printf '%s\n' "nodes=$NODES" "preset=$PRESET" "rate=${RATE:-none}" "delay=${DELAY:-none}" "subnet=198.18.$idx.0/24" \
-    > "$STATE/config"
+    "controller=$([ "$CONTROLLER" = 1 ] && echo "ctl($(node_ip 254))" || echo none)" > "$STATE/config"
   cat > "$STATE/rsh" <<EOF
 #!/bin/sh
 # Open MPI's rsh agent for the emulated cluster '$NAME': rsh HOST CMD... runs
@@ -229,6 +249,11 @@ status() {
     qd=$(nsenter --net="/run/netns/$ns" tc qdisc show dev eth0 2>/dev/null | head -1 | sed 's/^qdisc //')
     echo "  $name  host name $hn  eth0 $ip  ns $ns  processes $(ip netns pids "$ns" 2>/dev/null | wc -l)  egress: ${qd:-?}"
   done < "$STATE/nodes"
+  if [ -s "$STATE/controller" ]; then
+    read -r name ip ns < "$STATE/controller"
+    echo "  $name  host name $(nsenter --net="/run/netns/$ns" --uts="$STATE/uts/ctl" hostname 2>/dev/null || echo "?")" \
+      " eth0 $ip  ns $ns  processes $(ip netns pids "$ns" 2>/dev/null | wc -l)  (controller, unshaped)"
+  fi
 }
 
 case $cmd in
@@ -239,7 +264,8 @@ case $cmd in
     [ -d "$STATE" ] || die "cluster '$NAME' is not up"
     [ -n "${NODE:-}" ] || die "exec: which node? (exec node1 -- CMD)"
     k=${NODE#node}
-    grep -q "^node$k " "$STATE/nodes" || die "no node '$NODE' in cluster '$NAME'"
+    if [ "$NODE" = ctl ]; then [ -s "$STATE/controller" ] || die "cluster '$NAME' has no controller (up --controller)"
+    else grep -q "^node$k " "$STATE/nodes" || die "no node '$NODE' in cluster '$NAME'"; fi
     [ $# -gt 0 ] || die "exec $NODE: no command (exec $NODE -- CMD...)"
     exec_on "$k" "$@" ;;
   mpirun)

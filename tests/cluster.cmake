@@ -3,3 +3,10 @@
 add_test(NAME it_cluster COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/cluster.sh)
 set_tests_properties(it_cluster PROPERTIES ENVIRONMENT "${DTRAIN_IT_ENV}"
   LABELS cluster TIMEOUT 300 SKIP_RETURN_CODE 77 RUN_SERIAL TRUE)
+# A 2-node Slurm on the emulated cluster (slurm/local-cluster.sh --nodes 2):
+# srun -N 2 hostname, an sbatch -N 2 hybrid job through srun --mpi=pmix equal
+# to the 1-process run, stop leaves nothing (tests/integration/slurm_cluster.sh).
+# Skipped (77) without namespaces or without Slurm and munge.
+add_test(NAME it_slurm_cluster COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/slurm_cluster.sh)
+set_tests_properties(it_slurm_cluster PROPERTIES ENVIRONMENT "${DTRAIN_IT_ENV}"
+  LABELS cluster TIMEOUT 300 SKIP_RETURN_CODE 77 RUN_SERIAL TRUE)

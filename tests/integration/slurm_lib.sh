@@ -31,7 +31,7 @@ slurm_cleanup() {
   if [ -n "$slurm_state" ]; then
     if [ "$rc" != 0 ] && [ -d "$slurm_state/log" ]; then
       echo "--- slurmctld/slurmd logs (last lines) ---" >&2
-      tail -n 15 "$slurm_state/log/slurmctld.log" "$slurm_state/log/slurmd.log" >&2 2>/dev/null || true
+      tail -n 15 "$slurm_state/log/slurmctld.log" "$slurm_state"/log/slurmd*.log >&2 2>/dev/null || true
     fi
     bash "$SRC/slurm/local-cluster.sh" stop "$slurm_state" || true
   fi
