@@ -97,7 +97,7 @@ TEST_CASE("compute stand-in option: >= 0, refused with test-data, checkpoint-dir
   REQUIRE(parse_train_args({"--train-data", "a.h5", "--test-data", "b.h5", "--compute-stand-in-ms", "0"}, c));
 }
 
-TEST_CASE("compute stand-in: a job-file key; job files written by tune carry it only when set", "[stand-in][config]") {
+TEST_CASE("compute stand-in: a job-file key, and job files written by tune carry it only when set", "[stand-in][config]") {
   dtrain::engine::TrainConfig c;
   c.train_data = "a.h5";
   CHECK_THAT(dtrain::engine::job_file_text(c), !Catch::Contains("compute-stand-in-ms"));  // other jobs' hash unchanged
