@@ -7,11 +7,13 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <set>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "comm/wait.hpp"
+#include "comm/discovery.hpp"
 #include "core/error.hpp"
 #include "core/settings.hpp"
 #include "engine/tune_profile.hpp"
@@ -121,6 +123,8 @@ MeasuredRun read_run(const std::string& path) {
   r.servers = q.integer("servers", 0);
   if (r.mode != comm::Mode::allreduce && r.servers < 1) q.bad("servers", "is ", r.servers, ", mode ", mode, " needs ≥ 1");
   r.ranks_per_node = q.integer("ranks_per_node", 0);
+  // Runs on real nodes: K from the workers' hosts (records of older runs have no such field).
+  if (r.ranks_per_node == 0 && q.j.contains("workers_per_node")) r.ranks_per_node = q.integer("workers_per_node", 0);
   r.threads = q.integer("threads", 0);
   r.cores = q.number("cores", 0, true);
   const double zero = 0;
@@ -156,11 +160,25 @@ void append_run_record(const TrainConfig& cfg, const TrainResult& r, const RunCl
   DT_CHECK_MPI(MPI_Comm_size(world, &size));
   double mine = self_cpu_seconds(), job = 0;
   DT_CHECK_MPI(MPI_Reduce(&mine, &job, 1, MPI_DOUBLE, MPI_SUM, 0, world));
+  // Real nodes (ranks_per_node 0): the workers' distinct hosts, each rank's node
+  // leader (the lowest world rank of its host) gathered on rank 0.
+  const int workers = size - cfg.ps;
+  int leader = rank;
+  {
+    const comm::Comm host = comm::split_host(world);
+    DT_CHECK_MPI(MPI_Allreduce(&rank, &leader, 1, MPI_INT, MPI_MIN, host.get()));
+  }
+  std::vector<int> leaders(rank == 0 ? static_cast<size_t>(size) : 0);
+  DT_CHECK_MPI(MPI_Gather(&leader, 1, MPI_INT, leaders.data(), 1, MPI_INT, 0, world));
   if (rank != 0 || cfg.metrics.empty()) return;
   const double wall = MPI_Wtime() - c.wall0;
   const double busy = c.busy0 > 0 ? machine_busy_seconds() - c.busy0 : 0;
-  const int workers = size - cfg.ps;
-  const int nodes = cfg.ranks_per_node > 0 ? workers / cfg.ranks_per_node : 1;
+  std::set<int> hosts(leaders.begin(), leaders.begin() + std::max(workers, 1));
+  const int nodes = cfg.ranks_per_node > 0 ? workers / cfg.ranks_per_node : static_cast<int>(hosts.size());
+  // K of the prediction's shape: the virtual nodes', else the real nodes' when even (0: all on one node).
+  const int workers_per_node = cfg.ranks_per_node > 0           ? cfg.ranks_per_node
+                               : nodes > 1 && workers % nodes == 0 ? workers / nodes
+                                                                   : 0;
   const double cores = std::max(1u, std::thread::hardware_concurrency());
   // The threads each rank computed with: the trainer's rule (choose_threads in
   // engine/train_job.cpp): the job's, else SLURM_CPUS_PER_TASK, else cores / ranks.
@@ -171,7 +189,7 @@ void append_run_record(const TrainConfig& cfg, const TrainResult& r, const RunCl
   nlohmann::json rec = {
       {"kind", "run"}, {"model", cfg.model}, {"minibatch", cfg.minibatch},
       {"mode", comm::mode_name(size > 1 ? cfg.mode : comm::Mode::allreduce)}, {"workers", workers}, {"servers", cfg.ps},
-      {"ranks_per_node", cfg.ranks_per_node}, {"nodes", nodes},
+      {"ranks_per_node", cfg.ranks_per_node}, {"nodes", nodes}, {"workers_per_node", workers_per_node},
       {"threads", threads},
       {"world_size", size}, {"cores", cores}, {"steps", r.steps}, {"images_per_s", r.images_per_s},
       {"wall_s", wall}, {"job_cpu_s", job}, {"machine_busy_s", busy},

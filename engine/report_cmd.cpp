@@ -71,6 +71,8 @@ struct ReportOptions {
   double link_gbps = 40, latency_us = 5;
   int steps = 10;
   bool json = false;
+  std::string placement = "machine";  // machine | cluster (Placement, engine/predict.hpp)
+  bool cluster() const { return placement == "cluster"; }
   bool have_profile() const { return !profile_path.empty(); }
 };
 
@@ -86,6 +88,10 @@ std::optional<int> parse_report_options(const std::vector<std::string>& args, Re
       "background", po::value(&o.background)->default_value(o.background),
       "cores other jobs use, for the prediction: run (each run's measured), profile (the load while "
       "profiling: what dtrain tune's table for this machine assumed) or a number")(
+      "placement", po::value(&o.placement)->default_value(o.placement),
+      "where the prediction puts the ranks: machine (this machine's cores shared by every rank, its "
+      "background load) or cluster (every rank on its own cores, the profile's links: nodes of an "
+      "emulated or real cluster; with compute stand-in runs, T_C is the profile's, e.g. tune --t-c-ms)")(
       "json", po::bool_switch(&o.json), "print one JSON object (configurations, measured, predicted) instead of the table")(
       "train-data", po::value(&o.train_data), "without --profile: images for the in-process T_C measurement")(
       "link-gbps", po::value(&o.link_gbps)->default_value(o.link_gbps, shortest(o.link_gbps)),
@@ -105,6 +111,8 @@ std::optional<int> parse_report_options(const std::vector<std::string>& args, Re
   if (!(o.latency_us >= 0) || !std::isfinite(o.latency_us))
     DT_USAGE("dtrain report: option 'latency-us': ", o.latency_us, " must be ≥ 0");
   if (o.steps < 1) DT_USAGE("dtrain report: option 'profile-steps': ", o.steps, " must be ≥ 1");
+  if (o.placement != "machine" && o.placement != "cluster")
+    DT_USAGE("dtrain report: option 'placement': '", o.placement, "' is not machine or cluster");
   if (o.background == "profile") {
     o.bg = ReportOptions::Background::profile;
   } else if (o.background != "run") {
@@ -148,7 +156,7 @@ class RunPredictor {
     s.sleeping_waits = r.wait_policy == comm::WaitPolicy::sleep;
     out.from_profile = o_.have_profile() && prof_.model == r.model && prof_.threads == s.threads;
     const Profile& use = out.from_profile ? prof_ : local_profile(r, s.threads);
-    out.where = Placement::on_machine(r.cores, background_of(r));
+    out.where = o_.cluster() ? Placement::on_cluster() : Placement::on_machine(r.cores, background_of(r));
     out.step = predict_run(use, r.minibatch, s, out.where);
     out.speedup = predicted_speedup(use, r.minibatch, s, out.where);
     return out;
@@ -325,7 +333,8 @@ int cmd_report(const std::vector<std::string>& args) {
     else print_table_row(g, m);
   }
   if (o.json) {
-    nlohmann::json out = {{"kind", "report"}, {"predicted_by", "engine/predict.cpp predict_run (on this machine)"},
+    nlohmann::json out = {{"kind", "report"}, {"predicted_by", std::string("engine/predict.cpp predict_run (") + (o.cluster() ? "on a cluster" : "on this machine") + ")"},
+                          {"placement", o.placement},
                           {"source", source}, {"groups", out_groups}, {"not_profiled", not_profiled},
                           {"outside_15_percent", misses},
                           {"background", o.background}};

@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# bench/cluster_study.sh — the paper's scaling findings measured on an emulated
+# cluster (scripts/emulated-cluster.sh): AlexNet (BVLC, 244 MB) and ResNet-50
+# (102 MB) with the compute stand-in at the T_C that docs/performance-model.md §5
+# assumes (a P100: AlexNet 51.2 ms at minibatch 128, ResNet-50 278 ms at 64), on
+# the 1gbe and 10gbe presets: allreduce; ps with N_ps = 1, 2, 4; hybrid with 2
+# workers per node and N_ps = 1, 2. Each row is measured next to the prediction
+# of the profile `dtrain tune` writes for the same T_C and link
+# (`dtrain report --placement cluster`).
+#
+#   bench/cluster_study.sh [--out DIR] [--presets "1gbe 10gbe"] [--models "alexnet resnet50"]
+#                          [--steps 6] [--build build]
+#
+# Layout: 4 worker nodes (node1..node4) and 4 server nodes (node5..node8), each
+# a namespace with its own shaped link: every server has a link of its own, as
+# the model assumes (B_ps = the link). allreduce and ps: one worker per worker
+# node; hybrid: two. The servers are the last ranks (node5, node6, …).
+# Links fed to the prediction: the preset's rate between nodes, and the
+# latencies and the intra-node (shared memory) bandwidth measured by
+# `dtrain bench comm --links` on the cluster (this kernel cannot add delay).
+# Output: DIR/results.jsonl (one line per row), DIR/table.md, DIR/study.png,
+# and each run's metrics and log. Needs root; ~15–25 min on 2 cores.
+set -euo pipefail
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+OUT=/tmp/dtrain-cluster-study PRESETS="1gbe 10gbe" MODELS="alexnet resnet50" STEPS=6 BUILD=$SRC/build
+while [ $# -gt 0 ]; do
+  case $1 in
+    --out) OUT=$2; shift 2 ;;
+    --presets) PRESETS=$2; shift 2 ;;
+    --models) MODELS=$2; shift 2 ;;
+    --steps) STEPS=$2; shift 2 ;;
+    --build) BUILD=$2; shift 2 ;;
+    *) echo "usage: $0 [--out DIR] [--presets P] [--models M] [--steps N] [--build DIR]" >&2; exit 2 ;;
+  esac
+done
+D=$BUILD/dtrain C=$SRC/scripts/emulated-cluster.sh PY=/usr/bin/python3
+[ -x "$D" ] || { echo "no $D (scripts/build.sh)" >&2; exit 2; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+mkdir -p "$OUT"
+: > "$OUT/results.jsonl"
+NAME=st$((RANDOM % 10000))
+trap '"$C" down --name "$NAME" > /dev/null 2>&1 || true' EXIT
+
+model_mb() { case $1 in alexnet) echo 128 ;; resnet50) echo 64 ;; esac; }
+model_tc() { case $1 in alexnet) echo 51.2 ;; resnet50) echo 278 ;; esac; }
+model_shape() { case $1 in alexnet) echo 227x227x3 ;; resnet50) echo 224x224x3 ;; esac; }
+preset_gbps() { case $1 in 1gbe) echo 1 ;; 10gbe) echo 10 ;; ib-edr) echo 100 ;; esac; }
+
+for model in $MODELS; do
+  [ -f "$OUT/$model.h5" ] || "$D" data synth --shape "$(model_shape $model)" --n 512 --classes 1000 \
+    --out "$OUT/$model.h5" --seed 1 > /dev/null
+done
+
+for preset in $PRESETS; do
+  "$C" up --nodes 8 --preset "$preset" --name "$NAME" > "$OUT/cluster-$preset.txt" 2>&1
+  mapfile -t IP < <(awk '{print $2}' /run/dtrain-cluster/$NAME/nodes)
+  crun() { "$C" mpirun --name "$NAME" -- --bind-to none -x OMP_NUM_THREADS=1 "$@"; }
+  crun -np 2 --host "${IP[0]}:1,${IP[1]}:1" "$D" bench comm --links --max-mb 64 > "$OUT/links-inter-$preset.txt"
+  crun -np 2 --host "${IP[0]}:2" "$D" bench comm --links --max-mb 64 > "$OUT/links-intra-$preset.txt"
+  read -r lat_inter intra_gbps lat_intra meas_gbps < <($PY - "$OUT/links-inter-$preset.txt" "$OUT/links-intra-$preset.txt" <<'PY'
+import json, sys
+def rec(f): return [json.loads(l) for l in open(f) if l.startswith('{"kind":"links"')][0]
+e, a = rec(sys.argv[1])["inter"], rec(sys.argv[2])["intra"]
+print(e["latency_us"], a["gbps"], a["latency_us"], e["gbps"])
+PY
+)
+  gbps=$(preset_gbps "$preset")
+  echo "== $preset: shaped $gbps Gb/s, measured between nodes $meas_gbps Gb/s (latency $lat_inter us); within a node $intra_gbps Gb/s"
+  for model in $MODELS; do
+    mb=$(model_mb $model) tc=$(model_tc $model)
+    prof="$OUT/$model-$preset.ini"
+    rm -f "$prof" "$prof.profile.json"
+    "$D" tune --model "$model" --train-data "$OUT/$model.h5" --minibatch "$mb" --candidates "$mb" --t-c-ms "$tc" \
+      --link-gbps "$gbps" --intra-gbps "$intra_gbps" --latency-us "$lat_inter" --nodes 4 --workers-per-node 1 \
+      --threads 1 --out "$prof" > "$OUT/tune-$model-$preset.log" 2>&1
+    row() {  # LABEL MODE NPS WORKERS_PER_NODE
+      local label=$1 mode=$2 nps=$3 k=$4 hosts="" i
+      for i in 0 1 2 3; do hosts+="${IP[$i]}:$k,"; done
+      for ((i = 0; i < nps; i++)); do hosts+="${IP[$((4 + i))]}:1,"; done
+      local np=$((4 * k + nps)) m="$OUT/$model-$preset-$label.jsonl"
+      rm -f "$m"
+      local t0=$SECONDS
+      crun -np "$np" --host "${hosts%,}" "$D" train --model "$model" --train-data "$OUT/$model.h5" --test-data "" \
+        --minibatch "$mb" --compute-stand-in-ms "$tc" --mode "$mode" --ps "$nps" --max-steps "$STEPS" \
+        --log-interval 1 --threads 1 --loader-threads 1 --metrics "$m" --save-params "" \
+        > "$OUT/$model-$preset-$label.log" 2>&1 || { echo "  $label: failed ($(tail -2 "$OUT/$model-$preset-$label.log"))"; return 0; }
+      "$D" report --metrics "$m" --profile "$prof.profile.json" --placement cluster --json > "$m.report.json"
+      $PY - "$m.report.json" "$model" "$preset" "$label" "$mode" "$nps" "$k" "$gbps" "$meas_gbps" "$tc" \
+        "$((SECONDS - t0))" >> "$OUT/results.jsonl" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+g = r["groups"][0]
+model, preset, label, mode, nps, k, gbps, meas, tc, wall = sys.argv[2:]
+print(json.dumps({"model": model, "preset": preset, "row": label, "mode": mode, "servers": int(nps),
+                  "workers": 4 * int(k), "workers_per_node": int(k), "link_gbps": float(gbps),
+                  "link_measured_gbps": float(meas), "t_c_ms": float(tc), "wall_s": int(wall),
+                  "measured": g["measured"], "predicted": g["predicted"]}))
+PY
+      tail -1 "$OUT/results.jsonl" | $PY -c "import json,sys; r=json.loads(sys.stdin.read()); m,p=r['measured'],r['predicted']; print(f\"  {r['model']:8s} {r['row']:10s} step {1e3*m['step_s']:8.1f} ms, predicted {1e3*p['step_s']:8.1f} ms ({100*(m['step_s']/p['step_s']-1):+.1f}%)\")"
+    }
+    row allreduce allreduce 0 1
+    row ps1 ps 1 1
+    row ps2 ps 2 1
+    row ps4 ps 4 1
+    row hybrid1 hybrid 1 2
+    row hybrid2 hybrid 2 2
+  done
+  "$C" down --name "$NAME" > /dev/null
+done
+trap - EXIT
+
+$PY - "$OUT" <<'PY'
+import json, sys
+out = sys.argv[1]
+rows = [json.loads(l) for l in open(f"{out}/results.jsonl")]
+lines = ["| model | link | row | workers | N_ps | measured step ms | predicted ms | error | measured α | predicted α |",
+         "|---|---|---|---|---|---|---|---|---|---|"]
+for r in rows:
+    m, p = r["measured"], r["predicted"]
+    # α against one worker alone: T_C (the stand-in) / step, the weak-scaling efficiency S/G.
+    am, ap = r["t_c_ms"] / 1e3 / m["step_s"], r["t_c_ms"] / 1e3 / p["step_s"]
+    lines.append(f"| {r['model']} | {r['preset']} ({r['link_measured_gbps']:.2f} Gb/s measured) | {r['row']} | "
+                 f"{r['workers']} | {r['servers']} | {1e3 * m['step_s']:.0f} | {1e3 * p['step_s']:.0f} | "
+                 f"{100 * (m['step_s'] / p['step_s'] - 1):+.1f}% | {am:.3f} | {ap:.3f} |")
+open(f"{out}/table.md", "w").write("\n".join(lines) + "\n")
+print("\n".join(lines))
+try:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    keys = sorted({(r["model"], r["preset"]) for r in rows})
+    fig, axes = plt.subplots(1, len(keys), figsize=(4.5 * len(keys), 4), squeeze=False)
+    for ax, (model, preset) in zip(axes[0], keys):
+        rs = [r for r in rows if r["model"] == model and r["preset"] == preset]
+        x = range(len(rs))
+        ax.bar([i - 0.2 for i in x], [1e3 * r["measured"]["step_s"] for r in rs], 0.4, label="measured")
+        ax.bar([i + 0.2 for i in x], [1e3 * r["predicted"]["step_s"] for r in rs], 0.4, label="predicted")
+        ax.set_xticks(list(x), [r["row"] for r in rs], rotation=30)
+        ax.set_title(f"{model}, {preset}")
+        ax.set_ylabel("step time, ms")
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(f"{out}/study.png", dpi=110)
+    print(f"plot: {out}/study.png")
+except ImportError:
+    print("no matplotlib (python3-matplotlib): no plot")
+PY
