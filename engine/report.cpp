@@ -7,13 +7,11 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
-#include <set>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "comm/wait.hpp"
-#include "comm/discovery.hpp"
 #include "core/error.hpp"
 #include "core/settings.hpp"
 #include "engine/tune_profile.hpp"
@@ -160,21 +158,12 @@ void append_run_record(const TrainConfig& cfg, const TrainResult& r, const RunCl
   DT_CHECK_MPI(MPI_Comm_size(world, &size));
   double mine = self_cpu_seconds(), job = 0;
   DT_CHECK_MPI(MPI_Reduce(&mine, &job, 1, MPI_DOUBLE, MPI_SUM, 0, world));
-  // Real nodes (ranks_per_node 0): the workers' distinct hosts, each rank's node
-  // leader (the lowest world rank of its host) gathered on rank 0.
-  const int workers = size - cfg.ps;
-  int leader = rank;
-  {
-    const comm::Comm host = comm::split_host(world);
-    DT_CHECK_MPI(MPI_Allreduce(&rank, &leader, 1, MPI_INT, MPI_MIN, host.get()));
-  }
-  std::vector<int> leaders(rank == 0 ? static_cast<size_t>(size) : 0);
-  DT_CHECK_MPI(MPI_Gather(&leader, 1, MPI_INT, leaders.data(), 1, MPI_INT, 0, world));
   if (rank != 0 || cfg.metrics.empty()) return;
   const double wall = MPI_Wtime() - c.wall0;
   const double busy = c.busy0 > 0 ? machine_busy_seconds() - c.busy0 : 0;
-  std::set<int> hosts(leaders.begin(), leaders.begin() + std::max(workers, 1));
-  const int nodes = cfg.ranks_per_node > 0 ? workers / cfg.ranks_per_node : static_cast<int>(hosts.size());
+  const int workers = size - cfg.ps;
+  // The topology's count (no collective here: the exchange and watchdog threads still live).
+  const int nodes = std::max(1, r.nodes);
   // K of the prediction's shape: the virtual nodes', else the real nodes' when even (0: all on one node).
   const int workers_per_node = cfg.ranks_per_node > 0           ? cfg.ranks_per_node
                                : nodes > 1 && workers % nodes == 0 ? workers / nodes

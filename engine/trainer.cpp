@@ -153,6 +153,7 @@ TrainResult train(const TrainConfig& cfg, MPI_Comm world_comm) {
   // reaches this barrier: the job ends without a run folder).
   DT_CHECK_MPI(MPI_Barrier(world_comm));
   TrainResult result;
+  result.nodes = job.topo.num_nodes();
   RunOutputs out;
   if (job.rank() == 0) {
     out = make_outputs(cfg);

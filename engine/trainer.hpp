@@ -33,6 +33,7 @@ struct TrainResult {
   double images_per_s = 0;     // training throughput, evaluation excluded (all workers)
   double seconds = 0;          // wall time of the loop, evaluation included
   bool server = false;         // this rank was a parameter server
+  int nodes = 1;               // the workers' nodes (virtual with ranks-per-node, else real hosts)
   bool requeue = false;        // stopped on a signal after a checkpoint: exit kExitRequeue
   int64_t resumed_from_step = -1;  // the checkpoint's step of a resumed run (−1: a fresh start)
   int64_t nonfinite_skips = 0; // steps skipped for a non-finite gradient (rank 0)

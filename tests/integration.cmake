@@ -18,3 +18,6 @@ set_tests_properties(it_train_short it_determinism it_bad_input it_distributed i
 set_tests_properties(it_failures it_rank_failures PROPERTIES RUN_SERIAL TRUE)
 # it_recipes makes its own synthetic data (no fixture); 4 workers + 1 server, twice.
 set_tests_properties(it_recipes PROPERTIES TIMEOUT 300)
+# it_compute_stand_in times its steps against the requested stand-in (within 5% median):
+# alone, not beside a test that loads both cores.
+set_tests_properties(it_compute_stand_in PROPERTIES RUN_SERIAL TRUE)
