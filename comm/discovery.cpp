@@ -2,9 +2,13 @@
 #include "comm/discovery.hpp"
 
 #include <algorithm>
+#include <cstdint>
+#include <fstream>
+#include <string>
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/hash.hpp"
 
 namespace dtrain::comm {
 
@@ -62,6 +66,22 @@ std::vector<int> node_leaders(MPI_Comm world, int ranks_per_node) {
 }
 
 }  // namespace
+
+int ranks_on_kernel(MPI_Comm c) {
+  std::string id;
+  {
+    std::ifstream f("/proc/sys/kernel/random/boot_id");
+    std::getline(f, id);
+  }
+  uint64_t mine = id.empty() ? 0 : fnv1a(id.data(), id.size());
+  int size = 1;
+  DT_CHECK_MPI(MPI_Comm_size(c, &size));
+  std::vector<uint64_t> all(static_cast<size_t>(size));
+  DT_CHECK_MPI(MPI_Allgather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, c));
+  const int host = split_host(c).size();
+  if (mine == 0 || std::find(all.begin(), all.end(), uint64_t{0}) != all.end()) return host;
+  return std::max(host, static_cast<int>(std::count(all.begin(), all.end(), mine)));
+}
 
 int other_node_rank(MPI_Comm world, int ranks_per_node) {
   const std::vector<int> l = node_leaders(world, ranks_per_node);

@@ -38,6 +38,13 @@ class Comm {
 // ordered as in `c`. Collective over `c`. Throws Error on an MPI failure.
 Comm split_host(MPI_Comm c);
 
+// Ranks of `c` that run on this rank's kernel: the same
+// /proc/sys/kernel/random/boot_id (one per booted kernel, the same in every
+// namespace). More than split_host(c).size() when emulated nodes (network +
+// UTS namespaces, scripts/emulated-cluster.sh) share one machine's cores.
+// Collective over `c`; split_host(c).size() where boot_id cannot be read.
+int ranks_on_kernel(MPI_Comm c);
+
 // World ranks, by rank 0's node (collective over `world`): the first rank on
 // another node, and the first rank other than 0 on rank 0's node; −1 when there
 // is none. ranks_per_node > 0: virtual nodes of that many consecutive ranks;

@@ -108,8 +108,9 @@ Topology::Topology(MPI_Comm world, const TopologyOptions& o) {
                       : -1;
   DT_CHECK_MPI(MPI_Comm_split(world_, is_leader() ? 0 : MPI_UNDEFINED, rank_, &leaders_comm_));
 
-  // 5. Ranks sharing this machine, servers included.
-  ranks_on_host_ = split_host(world_).size();
+  // 5. Ranks sharing this machine's cores, servers included (emulated nodes on one
+  // kernel included: their ranks compete for the same cores).
+  ranks_on_host_ = ranks_on_kernel(world_);
 }
 
 Topology::~Topology() {

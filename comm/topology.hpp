@@ -48,7 +48,8 @@ class Topology {
   int local_size() const { return local_size_; }
   bool is_leader() const { return is_worker() && local_rank_ == 0; }
   int leader_rank(int node) const { return leaders_.at(static_cast<size_t>(node)); }  // world rank
-  // Ranks of this machine (shared-memory domain), servers included: for thread defaults.
+  // Ranks sharing this machine's cores, servers included (comm::ranks_on_kernel: the
+  // shared-memory domain, or every emulated node on this kernel): thread and wait defaults.
   int ranks_on_host() const { return ranks_on_host_; }
 
   MPI_Comm workers() const { return workers_; }  // all workers; MPI_COMM_NULL on servers
