@@ -9,7 +9,8 @@
 # (`dtrain report --placement cluster`).
 #
 #   bench/cluster_study.sh [--out DIR] [--presets "1gbe 10gbe"] [--models "alexnet resnet50"]
-#                          [--steps 6] [--build build]
+#                          [--rows "allreduce ps1 ps2 ps4 hybrid1 hybrid2"] [--append] [--steps 6] [--build build]
+# (--rows: only those rows; --append: keep DIR/results.jsonl and add to it.)
 #
 # Layout: 4 worker nodes (node1..node4) and 4 server nodes (node5..node8), each
 # a namespace with its own shaped link: every server has a link of its own, as
@@ -23,12 +24,15 @@
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 OUT=/tmp/dtrain-cluster-study PRESETS="1gbe 10gbe" MODELS="alexnet resnet50" STEPS=6 BUILD=$SRC/build
+ROWS="allreduce ps1 ps2 ps4 hybrid1 hybrid2" APPEND=0
 while [ $# -gt 0 ]; do
   case $1 in
     --out) OUT=$2; shift 2 ;;
     --presets) PRESETS=$2; shift 2 ;;
     --models) MODELS=$2; shift 2 ;;
     --steps) STEPS=$2; shift 2 ;;
+    --rows) ROWS=$2; shift 2 ;;
+    --append) APPEND=1; shift ;;
     --build) BUILD=$2; shift 2 ;;
     *) echo "usage: $0 [--out DIR] [--presets P] [--models M] [--steps N] [--build DIR]" >&2; exit 2 ;;
   esac
@@ -37,7 +41,7 @@ D=$BUILD/dtrain C=$SRC/scripts/emulated-cluster.sh PY=/usr/bin/python3
 [ -x "$D" ] || { echo "no $D (scripts/build.sh)" >&2; exit 2; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 mkdir -p "$OUT"
-: > "$OUT/results.jsonl"
+[ "$APPEND" = 1 ] || : > "$OUT/results.jsonl"
 NAME=st$((RANDOM % 10000))
 trap '"$C" down --name "$NAME" > /dev/null 2>&1 || true' EXIT
 
@@ -47,8 +51,11 @@ model_shape() { case $1 in alexnet) echo 227x227x3 ;; resnet50) echo 224x224x3 ;
 preset_gbps() { case $1 in 1gbe) echo 1 ;; 10gbe) echo 10 ;; ib-edr) echo 100 ;; esac; }
 
 for model in $MODELS; do
-  [ -f "$OUT/$model.h5" ] || "$D" data synth --shape "$(model_shape $model)" --n 512 --classes 1000 \
-    --out "$OUT/$model.h5" --seed 1 > /dev/null
+  # 16 global batches of the hybrid rows' 8 workers (2,048 AlexNet / 1,024 ResNet-50 images).
+  n=$((16 * $(model_mb $model)))
+  [ -f "$OUT/$model.h5" ] && [ "$(h5ls "$OUT/$model.h5" | awk '/^labels/ {gsub(/[{}]/, "", $3); print $3}')" = "$n" ] ||
+    "$D" data synth --shape "$(model_shape $model)" --n "$n" --classes 1000 --out "$OUT/$model.h5" --seed 1 \
+      --overwrite true > /dev/null
 done
 
 for preset in $PRESETS; do
@@ -75,6 +82,7 @@ PY
       --threads 1 --out "$prof" > "$OUT/tune-$model-$preset.log" 2>&1
     row() {  # LABEL MODE NPS WORKERS_PER_NODE
       local label=$1 mode=$2 nps=$3 k=$4 hosts="" i
+      [[ " $ROWS " == *" $label "* ]] || return 0
       for i in 0 1 2 3; do hosts+="${IP[$i]}:$k,"; done
       for ((i = 0; i < nps; i++)); do hosts+="${IP[$((4 + i))]}:1,"; done
       local np=$((4 * k + nps)) m="$OUT/$model-$preset-$label.jsonl"
