@@ -8,19 +8,15 @@
 #  3. a 2-node hybrid LeNet-5 run through mpirun (2 workers per real node, no
 #     --ranks-per-node, 1 server) sees "2 nodes" and equals the 1-process run
 #     (relative L2 difference ≤ 1e-5, as it_distributed), and its gradients
-#     crossed the shaped links (tc's byte counters on the nodes' eth0);
+#     crossed the shaped links (tc's byte counters on the nodes' eth0); its
+#     --timeline is valid Chrome-trace JSON with one track per rank (check_timeline.py);
 #  4. down: no namespace, link, mount or process of the cluster is left.
 # Skipped (exit 77, the reason printed) where namespaces cannot be made (not
 # root, no iproute2, a kernel or container that refuses them). ~40 s.
 source "$(dirname "$0")/lib.sh"
 export OMP_NUM_THREADS=1
 C="$SRC/scripts/emulated-cluster.sh"
-skip() { echo "SKIP: $*"; exit 77; }
-[ "$(id -u)" = 0 ] || skip "needs root (network namespaces)"
-command -v ip > /dev/null && command -v tc > /dev/null || skip "no ip/tc (iproute2 is in scripts/setup-deps.sh)"
-probe=dtp$$
-ip netns add "$probe" 2> probe.err || skip "cannot make a network namespace: $(cat probe.err)"
-ip netns delete "$probe"
+netns_or_skip
 
 NAME=c$((RANDOM % 10000))
 cleanup() { "$C" down --name "$NAME" > /dev/null 2>&1 || true; }
@@ -55,9 +51,14 @@ mpirun -np 1 "$DTRAIN" train "${common[@]}" --minibatch 64 --save-params "$PWD/o
 sent_bytes() { nsenter --net=/run/netns/$NAME-n$1 tc -s qdisc show dev eth0 | awk '/Sent/ {print $2; exit}'; }
 b1=$(sent_bytes 1) b2=$(sent_bytes 2)
 crun -np 5 --host "${IPS[0]}:2,${IPS[1]}:3" "$DTRAIN" train "${common[@]}" --minibatch 16 --mode hybrid --ps 1 \
-  --save-params "$PWD/hybrid.h5" --metrics "$PWD/hybrid.jsonl" 2>&1 | tee hybrid.log
+  --save-params "$PWD/hybrid.h5" --metrics "$PWD/hybrid.jsonl" --timeline "$PWD/hybrid-timeline.json" \
+  --timeline-steps 4 2>&1 | tee hybrid.log
 grep -qF "4 workers in 2 nodes of 2, 1 server, mode hybrid" hybrid.log || fail "not 2 real nodes: $(head -3 hybrid.log)"
 "$COMPARE" one.h5 hybrid.h5 1e-5 || fail "the 2-node hybrid run differs from the 1-process run"
+# Its timeline: valid Chrome-trace JSON, one track per rank, the hybrid events of 4 steps.
+/usr/bin/python3 "$IT_DIR/check_timeline.py" hybrid-timeline.json --ranks 5 --servers 1 --steps 4 \
+  --mode hybrid --ranks-per-node 2 || fail "the 2-node hybrid timeline"
+grep -q '"rank 2 (worker, node 1)"' hybrid-timeline.json || fail "rank 2 is not on node 1 in the timeline"
 d1=$(( $(sent_bytes 1) - b1 )) d2=$(( $(sent_bytes 2) - b2 ))
 # Node 1's leader pushes its node's reduced gradient to the server (node 2) and pulls
 # the parameters back: at least 61,706 floats (247 KB) each way per step, 20 steps.

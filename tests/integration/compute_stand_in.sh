@@ -41,7 +41,6 @@ med = statistics.median(tc)
 print(f"{path}: T_C per step (ms): " + " ".join(f"{t:.2f}" for t in tc) + f"; median {med:.3f} ({100 * (med - x) / x:+.2f}%)")
 assert min(tc) >= x - 0.1, f"{path}: a step shorter than the stand-in: {tc}"
 assert abs(med - x) <= 0.05 * x, f"{path}: median T_C {med:.3f} ms not within 5% of {x}"
-assert sum(t > 1.1 * x for t in tc) <= 1, f"{path}: more than one step beyond 10%: {tc}"
 assert max(tc) <= 1.3 * x, f"{path}: a step beyond 30%: {tc}"
 assert all(r["loss"] == 0 for r in steps), f"{path}: a stand-in loss is not 0"
 PY

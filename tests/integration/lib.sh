@@ -29,3 +29,26 @@ expect_exit() {
 
 # json_field FILE KIND FIELD (and job_value): the shared helpers of bench/lib.sh.
 source "$IT_DIR/../../bench/lib.sh"
+
+# netns_or_skip: exit 77 (ctest: Skipped), saying why, where the emulated cluster
+# (scripts/emulated-cluster.sh) cannot be made: not root, no iproute2/util-linux,
+# or a kernel/container that refuses network or persistent UTS namespaces (e.g.
+# a chroot whose / is no mount point: `ip netns add` cannot make / a slave
+# mount and says so, even where it exits 0). Any message of the probe counts.
+netns_or_skip() {
+  local why="" t p=dtp$$ out u
+  [ "$(id -u)" = 0 ] || why="needs root (network and UTS namespaces)"
+  for t in ip tc nsenter unshare; do
+    [ -n "$why" ] || command -v $t > /dev/null || why="no $t (iproute2, util-linux: scripts/setup-deps.sh)"
+  done
+  if [ -z "$why" ]; then
+    u=$(mktemp)
+    out=$({ ip netns add $p && ip -n $p link set lo up && ip -n $p link add q0 type veth peer name q1 &&
+            nsenter --net=/run/netns/$p true && unshare --uts="$u" true && umount "$u"; } 2>&1) || why="probe failed"
+    [ -z "$out" ] || why="cannot make the cluster's namespaces here: $(tr '\n' ' ' <<<"$out")"
+    ip netns delete $p 2>/dev/null || true
+    umount "$u" 2>/dev/null || true
+    rm -f "$u"
+  fi
+  if [ -n "$why" ]; then echo "SKIP: $why"; exit 77; fi
+}

@@ -20,11 +20,7 @@ source "$(dirname "$0")/lib.sh"
 : "${SRC:?repository root}" "${COMPARE:?dtrain_compare_params}"
 export OMP_NUM_THREADS=1 PATH="$PATH:/usr/sbin"
 skip() { echo "SKIP: $*"; exit 77; }
-[ "$(id -u)" = 0 ] || skip "needs root (network and UTS namespaces)"
-for t in ip tc nsenter unshare; do command -v $t > /dev/null || skip "no $t (iproute2, util-linux: scripts/setup-deps.sh)"; done
-probe=dtp$$
-ip netns add "$probe" 2> probe.err || skip "cannot make a network namespace: $(cat probe.err)"
-ip netns delete "$probe"
+netns_or_skip
 for prog in munged mungekey slurmctld slurmd sbatch srun sinfo scontrol scancel mpirun; do
   command -v "$prog" > /dev/null || skip "$prog not found (Debian's slurm-wlm, munge, openmpi-bin: scripts/setup-deps.sh)"
 done
