@@ -11,6 +11,7 @@
 #include "core/error.hpp"
 #include "engine/compute_stand_in.hpp"
 #include "engine/config.hpp"
+#include "tests/config_test_util.hpp"
 #include "engine/tune.hpp"
 #include "layers/cpu/reference.hpp"
 #include "layers/models.hpp"
@@ -19,17 +20,7 @@ using dtrain::engine::ComputeStandIn;
 using namespace dtrain::layers;
 
 namespace {
-std::string usage_message(const std::vector<std::string>& args) {
-  dtrain::engine::TrainConfig c;
-  try {
-    parse_train_args(args, c);
-  } catch (const dtrain::UsageError& e) {
-    REQUIRE(e.exit_code() == 2);
-    return e.what();
-  }
-  FAIL("no UsageError for the arguments");
-  return "";
-}
+using dtrain::test::usage_message;
 }  // namespace
 
 TEST_CASE("compute stand-in: backward's ranges on a FLOP-weighted schedule, X ms per step, a constant gradient",

@@ -6,6 +6,7 @@
 
 #include "core/error.hpp"
 #include "engine/config.hpp"
+#include "tests/config_test_util.hpp"
 
 using dtrain::engine::TrainConfig;
 using dtrain::engine::parse_train_args;
@@ -16,17 +17,7 @@ std::string write_job(const std::string& name, const std::string& text) {
   std::ofstream(p) << text;
   return p.string();
 }
-std::string usage_message(const std::vector<std::string>& args) {
-  TrainConfig c;
-  try {
-    parse_train_args(args, c);
-  } catch (const dtrain::UsageError& e) {
-    REQUIRE(e.exit_code() == 2);
-    return e.what();
-  }
-  FAIL("no UsageError for the arguments");
-  return "";
-}
+using dtrain::test::usage_message;
 }  // namespace
 
 TEST_CASE("job file values, command-line overrides", "[config]") {
