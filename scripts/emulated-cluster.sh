@@ -12,8 +12,8 @@
 #                        host file and rsh agent: ranks land on node1..nodeN)
 #
 # Links: MTU 9000 (jumbo frames, as HPC Ethernet is set up) and no TCP slow
-# start after idle (a per-namespace sysctl). Measured here, 1gbe: 0.92–0.93
-# Gb/s of ping-pong bandwidth between nodes with 16 MiB messages.
+# start after idle (a per-namespace sysctl). Measured here, 1gbe: 0.86–0.99
+# Gb/s of ping-pong bandwidth between nodes (16–256 MiB messages, by load).
 #
 # Each node is a network namespace *and* a UTS namespace of its own (its own
 # host name nodeK, so Open MPI and Slurm see separate nodes and use TCP between
