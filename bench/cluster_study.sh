@@ -12,6 +12,16 @@
 #                          [--rows "allreduce ps1 ps2 ps4 hybrid1 hybrid2"] [--append] [--steps 6] [--build build]
 # (--rows: only those rows; --append: keep DIR/results.jsonl and add to it.)
 #
+# Time dilation: a preset written PRESET/D (e.g. 10gbe/5) runs the preset
+# D times slower: links at rate/D, the stand-in at D·T_C, the prediction made
+# for the same (rate/D, D·T_C); the table divides both step times by D. In the
+# model every term of a step scales by D (T_C, P/B), so the error and α are
+# those of the undilated cluster, while the host's cores carry 1/D of the
+# traffic (the time-dilation of network emulators: Gupta et al., "To Infinity
+# and Beyond: Time-Warped Network Emulation", NSDI 2006). What does not dilate:
+# the latency λ (µs here) and the CPU work of sums, copies and the update,
+# which become D times smaller against the step (slightly optimistic).
+#
 # Layout: 4 worker nodes (node1..node4) and 4 server nodes (node5..node8), each
 # a namespace with its own shaped link: every server has a link of its own, as
 # the model assumes (B_ps = the link). allreduce and ps: one worker per worker
@@ -28,7 +38,7 @@ ROWS="allreduce ps1 ps2 ps4 hybrid1 hybrid2" APPEND=0
 while [ $# -gt 0 ]; do
   case $1 in
     --out) OUT=$2; shift 2 ;;
-    --presets) PRESETS=$2; shift 2 ;;
+    --presets) PRESETS=$2; shift 2 ;;  # 1gbe, 10gbe, ib-edr, or PRESET/D (dilated by D)
     --models) MODELS=$2; shift 2 ;;
     --steps) STEPS=$2; shift 2 ;;
     --rows) ROWS=$2; shift 2 ;;
@@ -58,50 +68,61 @@ for model in $MODELS; do
       --overwrite true > /dev/null
 done
 
-for preset in $PRESETS; do
-  "$C" up --nodes 8 --preset "$preset" --name "$NAME" > "$OUT/cluster-$preset.txt" 2>&1
+for spec in $PRESETS; do
+  preset=${spec%%/*} dil=1 tag=$preset
+  if [[ $spec == */* ]]; then dil=${spec#*/} tag="$preset-dilated$dil"; fi
+  [[ $dil =~ ^[1-9][0-9]*$ ]] || { echo "preset $spec: the dilation after / must be a whole number ≥ 1" >&2; exit 2; }
+  [ -n "$(preset_gbps "$preset")" ] || { echo "preset $spec: not 1gbe, 10gbe or ib-edr" >&2; exit 2; }
+  rate_mbit=$(( $(preset_gbps "$preset") * 1000 / dil ))
+  if [ "$dil" = 1 ]; then up_link=(--preset "$preset"); else up_link=(--preset "$preset" --rate "${rate_mbit}mbit"); fi
+  "$C" up --nodes 8 "${up_link[@]}" --name "$NAME" > "$OUT/cluster-$tag.txt" 2>&1
   mapfile -t IP < <(awk '{print $2}' /run/dtrain-cluster/$NAME/nodes)
   crun() { "$C" mpirun --name "$NAME" -- --bind-to none -x OMP_NUM_THREADS=1 "$@"; }
-  crun -np 2 --host "${IP[0]}:1,${IP[1]}:1" "$D" bench comm --links --max-mb 64 > "$OUT/links-inter-$preset.txt"
-  crun -np 2 --host "${IP[0]}:2" "$D" bench comm --links --max-mb 64 > "$OUT/links-intra-$preset.txt"
-  read -r lat_inter intra_gbps lat_intra meas_gbps < <($PY - "$OUT/links-inter-$preset.txt" "$OUT/links-intra-$preset.txt" <<'PY'
+  crun -np 2 --host "${IP[0]}:1,${IP[1]}:1" "$D" bench comm --links --max-mb 64 > "$OUT/links-inter-$tag.txt"
+  crun -np 2 --host "${IP[0]}:2" "$D" bench comm --links --max-mb 64 > "$OUT/links-intra-$tag.txt"
+  read -r lat_inter intra_gbps lat_intra meas_gbps < <($PY - "$OUT/links-inter-$tag.txt" "$OUT/links-intra-$tag.txt" <<'PY'
 import json, sys
 def rec(f): return [json.loads(l) for l in open(f) if l.startswith('{"kind":"links"')][0]
 e, a = rec(sys.argv[1])["inter"], rec(sys.argv[2])["intra"]
 print(e["latency_us"], a["gbps"], a["latency_us"], e["gbps"])
 PY
 )
-  gbps=$(preset_gbps "$preset")
-  echo "== $preset: shaped $gbps Gb/s, measured between nodes $meas_gbps Gb/s (latency $lat_inter us); within a node $intra_gbps Gb/s"
+  gbps=$($PY -c "print($(preset_gbps "$preset") / $dil)")
+  echo "== $tag: shaped $gbps Gb/s, measured between nodes $meas_gbps Gb/s (latency $lat_inter us); within a node $intra_gbps Gb/s"
   for model in $MODELS; do
-    mb=$(model_mb $model) tc=$(model_tc $model)
-    prof="$OUT/$model-$preset.ini"
+    mb=$(model_mb $model) tc=$($PY -c "print($(model_tc $model) * $dil)")
+    prof="$OUT/$model-$tag.ini"
     rm -f "$prof" "$prof.profile.json"
     "$D" tune --model "$model" --train-data "$OUT/$model.h5" --minibatch "$mb" --candidates "$mb" --t-c-ms "$tc" \
       --link-gbps "$gbps" --intra-gbps "$intra_gbps" --latency-us "$lat_inter" --nodes 4 --workers-per-node 1 \
-      --threads 1 --out "$prof" > "$OUT/tune-$model-$preset.log" 2>&1
+      --threads 1 --out "$prof" > "$OUT/tune-$model-$tag.log" 2>&1
     row() {  # LABEL MODE NPS WORKERS_PER_NODE
       local label=$1 mode=$2 nps=$3 k=$4 hosts="" i
       [[ " $ROWS " == *" $label "* ]] || return 0
       for i in 0 1 2 3; do hosts+="${IP[$i]}:$k,"; done
       for ((i = 0; i < nps; i++)); do hosts+="${IP[$((4 + i))]}:1,"; done
-      local np=$((4 * k + nps)) m="$OUT/$model-$preset-$label.jsonl"
+      local np=$((4 * k + nps)) m="$OUT/$model-$tag-$label.jsonl"
       rm -f "$m"
       local t0=$SECONDS
       crun -np "$np" --host "${hosts%,}" "$D" train --model "$model" --train-data "$OUT/$model.h5" --test-data "" \
         --minibatch "$mb" --compute-stand-in-ms "$tc" --mode "$mode" --ps "$nps" --max-steps "$STEPS" \
         --log-interval 1 --threads 1 --loader-threads 1 --metrics "$m" --save-params "" \
-        > "$OUT/$model-$preset-$label.log" 2>&1 || { echo "  $label: failed ($(tail -2 "$OUT/$model-$preset-$label.log"))"; return 0; }
+        > "$OUT/$model-$tag-$label.log" 2>&1 || { echo "  $label: failed ($(tail -2 "$OUT/$model-$tag-$label.log"))"; return 0; }
       "$D" report --metrics "$m" --profile "$prof.profile.json" --placement cluster --json > "$m.report.json"
       $PY - "$m.report.json" "$model" "$preset" "$label" "$mode" "$nps" "$k" "$gbps" "$meas_gbps" "$tc" \
-        "$((SECONDS - t0))" >> "$OUT/results.jsonl" <<'PY'
+        "$((SECONDS - t0))" "$dil" >> "$OUT/results.jsonl" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 g = r["groups"][0]
-model, preset, label, mode, nps, k, gbps, meas, tc, wall = sys.argv[2:]
-print(json.dumps({"model": model, "preset": preset, "row": label, "mode": mode, "servers": int(nps),
-                  "workers": 4 * int(k), "workers_per_node": int(k), "link_gbps": float(gbps),
-                  "link_measured_gbps": float(meas), "t_c_ms": float(tc), "wall_s": int(wall),
+model, preset, label, mode, nps, k, gbps, meas, tc, wall, dil = sys.argv[2:]
+d = int(dil)
+# Dilated rows: the step times (and T_C) divided by the dilation, the link figures multiplied back.
+for part in (g["measured"], g["predicted"]):
+    for key in ("step_s", "t_c_s", "t_o_s"):
+        if key in part: part[key] /= d
+print(json.dumps({"model": model, "preset": preset, "dilation": d, "row": label, "mode": mode, "servers": int(nps),
+                  "workers": 4 * int(k), "workers_per_node": int(k), "link_gbps": float(gbps) * d,
+                  "link_measured_gbps": float(meas) * d, "t_c_ms": float(tc) / d, "wall_s": int(wall),
                   "measured": g["measured"], "predicted": g["predicted"]}))
 PY
       tail -1 "$OUT/results.jsonl" | $PY -c "import json,sys; r=json.loads(sys.stdin.read()); m,p=r['measured'],r['predicted']; print(f\"  {r['model']:8s} {r['row']:10s} step {1e3*m['step_s']:8.1f} ms, predicted {1e3*p['step_s']:8.1f} ms ({100*(m['step_s']/p['step_s']-1):+.1f}%)\")"
@@ -121,13 +142,16 @@ $PY - "$OUT" <<'PY'
 import json, sys
 out = sys.argv[1]
 rows = [json.loads(l) for l in open(f"{out}/results.jsonl")]
+def link(r):  # the preset, and how it was run when dilated
+    d = r.get("dilation", 1)
+    return r["preset"] + (f", dilated ×{d}" if d > 1 else "")
 lines = ["| model | link | row | workers | N_ps | measured step ms | predicted ms | error | measured α | predicted α |",
          "|---|---|---|---|---|---|---|---|---|---|"]
 for r in rows:
     m, p = r["measured"], r["predicted"]
     # α against one worker alone: T_C (the stand-in) / step, the weak-scaling efficiency S/G.
     am, ap = r["t_c_ms"] / 1e3 / m["step_s"], r["t_c_ms"] / 1e3 / p["step_s"]
-    lines.append(f"| {r['model']} | {r['preset']} ({r['link_measured_gbps']:.2f} Gb/s measured) | {r['row']} | "
+    lines.append(f"| {r['model']} | {link(r)} ({r['link_measured_gbps']:.2f} Gb/s measured) | {r['row']} | "
                  f"{r['workers']} | {r['servers']} | {1e3 * m['step_s']:.0f} | {1e3 * p['step_s']:.0f} | "
                  f"{100 * (m['step_s'] / p['step_s'] - 1):+.1f}% | {am:.3f} | {ap:.3f} |")
 open(f"{out}/table.md", "w").write("\n".join(lines) + "\n")
@@ -136,10 +160,10 @@ try:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    keys = sorted({(r["model"], r["preset"]) for r in rows})
+    keys = sorted({(r["model"], link(r)) for r in rows})
     fig, axes = plt.subplots(1, len(keys), figsize=(4.5 * len(keys), 4), squeeze=False)
     for ax, (model, preset) in zip(axes[0], keys):
-        rs = [r for r in rows if r["model"] == model and r["preset"] == preset]
+        rs = [r for r in rows if r["model"] == model and link(r) == preset]
         x = range(len(rs))
         ax.bar([i - 0.2 for i in x], [1e3 * r["measured"]["step_s"] for r in rs], 0.4, label="measured")
         ax.bar([i + 0.2 for i in x], [1e3 * r["predicted"]["step_s"] for r in rs], 0.4, label="predicted")

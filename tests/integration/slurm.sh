@@ -3,7 +3,8 @@
 #  1. srun with a mismatched MPI plugin starts N singletons → the engine stops
 #     with its SLURM_NTASKS message (exit 2) instead of N duplicate runs;
 #  2. slurm/train.sbatch, Fashion-MNIST LeNet-5, 5 tasks in hybrid mode
-#     (2 virtual nodes × 2 workers + 1 server), once through srun --mpi=pmix
+#     (2 virtual nodes × 2 workers + 1 server), once through srun (no --mpi: the
+#     cluster's MpiDefault=pmix, as a site default would hold)
 #     and once through mpirun: both finish, reach the accuracy, write metrics;
 #  3. slurm/sweep over 1, 2 and 4 workers with its report job: report.csv has
 #     a row per point and both PNGs are real images of a sensible size.
@@ -67,7 +68,7 @@ out=$(timeout 120 srun --mpi=none -n 2 --overcommit "$DTRAIN" train --job jobs/f
 ! grep -qF "dtrain: finished" <<<"$out" || fail "srun --mpi=none: a duplicate run trained → $out"
 echo "ok: plain srun --mpi=none -n 2 fails without training (exit $rc)"
 
-# 2. train.sbatch, 5 tasks hybrid, via srun --mpi=pmix and via mpirun. The
+# 2. train.sbatch, 5 tasks hybrid, via srun (MpiDefault=pmix) and via mpirun. The
 # per-worker minibatch 16 keeps the global batch at the job file's 64.
 short=(--mode hybrid --ps 1 --ranks-per-node 2 --minibatch 16 --max-train-samples 12000
        --max-test-samples 2000 --epochs 1 --log-interval 50)

@@ -6,7 +6,7 @@
 #     host's own host name is unchanged);
 #  2. slurm/train.sbatch with `sbatch -N 2 --ntasks=5 --distribution=plane=2`
 #     (ranks 0,1 on node1, 2,3 on node2, the server rank 4 on node1): a hybrid
-#     LeNet-5 run through srun --mpi=pmix for 20 steps that sees "4 workers in
+#     LeNet-5 run through srun (MpiDefault=pmix) for 20 steps that sees "4 workers in
 #     2 nodes of 2" and equals the 1-process run (relative L2 ≤ 1e-5, the
 #     settings of it_distributed), its traffic through both nodes' shaped
 #     eth0 (tc's byte counters);
