@@ -6,11 +6,16 @@
 # the 1gbe and 10gbe presets: allreduce; ps with N_ps = 1, 2, 4; hybrid with 2
 # workers per node and N_ps = 1, 2. Each row is measured next to the prediction
 # of the profile `dtrain tune` writes for the same T_C and link
-# (`dtrain report --placement cluster`).
+# (`dtrain report --placement cluster`), with the workers' local update T_U
+# measured here (--t-u-ms -1: allreduce workers update on this machine's
+# cores after the exchange, a stand-in step's only real compute).
 #
 #   bench/cluster_study.sh [--out DIR] [--presets "1gbe 10gbe"] [--models "alexnet resnet50"]
-#                          [--rows "allreduce ps1 ps2 ps4 hybrid1 hybrid2"] [--append] [--steps 6] [--build build]
-# (--rows: only those rows; --append: keep DIR/results.jsonl and add to it.)
+#                          [--rows "allreduce ps1 ps2 ps4 hybrid1 hybrid2"] [--append] [--report-only] [--steps 6] [--build build]
+# (--rows: only those rows; --append: keep DIR/results.jsonl and add to it;
+#  --report-only: run nothing, predict again from DIR's profiles and metrics
+#  of an earlier study with this build's `dtrain report` — after a change to
+#  the model, say.)
 #
 # Time dilation: a preset written PRESET/D (e.g. 10gbe/5) runs the preset
 # D times slower: links at rate/D, the stand-in at D·T_C, the prediction made
@@ -34,7 +39,7 @@
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 OUT=/tmp/dtrain-cluster-study PRESETS="1gbe 10gbe" MODELS="alexnet resnet50" STEPS=6 BUILD=$SRC/build
-ROWS="allreduce ps1 ps2 ps4 hybrid1 hybrid2" APPEND=0
+ROWS="allreduce ps1 ps2 ps4 hybrid1 hybrid2" APPEND=0 REPORT_ONLY=0
 while [ $# -gt 0 ]; do
   case $1 in
     --out) OUT=$2; shift 2 ;;
@@ -43,8 +48,9 @@ while [ $# -gt 0 ]; do
     --steps) STEPS=$2; shift 2 ;;
     --rows) ROWS=$2; shift 2 ;;
     --append) APPEND=1; shift ;;
+    --report-only) REPORT_ONLY=1; shift ;;
     --build) BUILD=$2; shift 2 ;;
-    *) echo "usage: $0 [--out DIR] [--presets P] [--models M] [--steps N] [--build DIR]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--out DIR] [--presets P] [--models M] [--rows R] [--append] [--report-only] [--steps N] [--build DIR]" >&2; exit 2 ;;
   esac
 done
 D=$BUILD/dtrain C=$SRC/scripts/emulated-cluster.sh PY=/usr/bin/python3
@@ -75,11 +81,18 @@ for spec in $PRESETS; do
   [ -n "$(preset_gbps "$preset")" ] || { echo "preset $spec: not 1gbe, 10gbe or ib-edr" >&2; exit 2; }
   rate_mbit=$(( $(preset_gbps "$preset") * 1000 / dil ))
   if [ "$dil" = 1 ]; then up_link=(--preset "$preset"); else up_link=(--preset "$preset" --rate "${rate_mbit}mbit"); fi
-  "$C" up --nodes 8 "${up_link[@]}" --name "$NAME" > "$OUT/cluster-$tag.txt" 2>&1
-  mapfile -t IP < <(awk '{print $2}' /run/dtrain-cluster/$NAME/nodes)
   crun() { "$C" mpirun --name "$NAME" -- --bind-to none -x OMP_NUM_THREADS=1 "$@"; }
-  crun -np 2 --host "${IP[0]}:1,${IP[1]}:1" "$D" bench comm --links --max-mb 64 > "$OUT/links-inter-$tag.txt"
-  crun -np 2 --host "${IP[0]}:2" "$D" bench comm --links --max-mb 64 > "$OUT/links-intra-$tag.txt"
+  if [ "$REPORT_ONLY" = 1 ]; then
+    for f in "$OUT/links-inter-$tag.txt" "$OUT/links-intra-$tag.txt"; do
+      [ -s "$f" ] || { echo "--report-only: no $f (run the study without it first)" >&2; exit 2; }
+    done
+    IP=(0 0 0 0 0 0 0 0)
+  else
+    "$C" up --nodes 8 "${up_link[@]}" --name "$NAME" > "$OUT/cluster-$tag.txt" 2>&1
+    mapfile -t IP < <(awk '{print $2}' /run/dtrain-cluster/$NAME/nodes)
+    crun -np 2 --host "${IP[0]}:1,${IP[1]}:1" "$D" bench comm --links --max-mb 64 > "$OUT/links-inter-$tag.txt"
+    crun -np 2 --host "${IP[0]}:2" "$D" bench comm --links --max-mb 64 > "$OUT/links-intra-$tag.txt"
+  fi
   read -r lat_inter intra_gbps lat_intra meas_gbps < <($PY - "$OUT/links-inter-$tag.txt" "$OUT/links-intra-$tag.txt" <<'PY'
 import json, sys
 def rec(f): return [json.loads(l) for l in open(f) if l.startswith('{"kind":"links"')][0]
@@ -92,22 +105,32 @@ PY
   for model in $MODELS; do
     mb=$(model_mb $model) tc=$($PY -c "print($(model_tc $model) * $dil)")
     prof="$OUT/$model-$tag.ini"
+    if [ "$REPORT_ONLY" = 1 ]; then
+      [ -s "$prof.profile.json" ] || { echo "--report-only: no $prof.profile.json" >&2; exit 2; }
+    else
     rm -f "$prof" "$prof.profile.json"
-    "$D" tune --model "$model" --train-data "$OUT/$model.h5" --minibatch "$mb" --candidates "$mb" --t-c-ms "$tc" \
+    # On the 4 worker nodes: T_U is measured by the 4 ranks at once (--t-u-ms -1), as the
+    # allreduce workers update at once after the exchange, on the cores they share here.
+    crun -np 4 --host "${IP[0]}:1,${IP[1]}:1,${IP[2]}:1,${IP[3]}:1" "$D" tune --model "$model" --train-data "$OUT/$model.h5" --minibatch "$mb" --candidates "$mb" --t-c-ms "$tc" --t-u-ms -1 \
       --link-gbps "$gbps" --intra-gbps "$intra_gbps" --latency-us "$lat_inter" --nodes 4 --workers-per-node 1 \
       --threads 1 --out "$prof" > "$OUT/tune-$model-$tag.log" 2>&1
+    fi
     row() {  # LABEL MODE NPS WORKERS_PER_NODE
       local label=$1 mode=$2 nps=$3 k=$4 hosts="" i
       [[ " $ROWS " == *" $label "* ]] || return 0
       for i in 0 1 2 3; do hosts+="${IP[$i]}:$k,"; done
       for ((i = 0; i < nps; i++)); do hosts+="${IP[$((4 + i))]}:1,"; done
       local np=$((4 * k + nps)) m="$OUT/$model-$tag-$label.jsonl"
-      rm -f "$m"
       local t0=$SECONDS
+      if [ "$REPORT_ONLY" = 1 ]; then
+        [ -s "$m" ] || { echo "  $label: no $m (skipped)"; return 0; }
+      else
+      rm -f "$m"
       crun -np "$np" --host "${hosts%,}" "$D" train --model "$model" --train-data "$OUT/$model.h5" --test-data "" \
         --minibatch "$mb" --compute-stand-in-ms "$tc" --mode "$mode" --ps "$nps" --max-steps "$STEPS" \
         --log-interval 1 --threads 1 --loader-threads 1 --metrics "$m" --save-params "" \
         > "$OUT/$model-$tag-$label.log" 2>&1 || { echo "  $label: failed ($(tail -2 "$OUT/$model-$tag-$label.log"))"; return 0; }
+      fi
       "$D" report --metrics "$m" --profile "$prof.profile.json" --placement cluster --json > "$m.report.json"
       $PY - "$m.report.json" "$model" "$preset" "$label" "$mode" "$nps" "$k" "$gbps" "$meas_gbps" "$tc" \
         "$((SECONDS - t0))" "$dil" >> "$OUT/results.jsonl" <<'PY'
@@ -134,7 +157,7 @@ PY
     row hybrid1 hybrid 1 2
     row hybrid2 hybrid 2 2
   done
-  "$C" down --name "$NAME" > /dev/null
+  [ "$REPORT_ONLY" = 1 ] || "$C" down --name "$NAME" > /dev/null
 done
 trap - EXIT
 

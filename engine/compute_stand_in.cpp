@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "core/error.hpp"
+#include "engine/perfmodel.hpp"
 
 namespace dtrain::engine {
 
@@ -14,7 +15,7 @@ ComputeStandIn::ComputeStandIn(const layers::Net& net, double ms, int workers)
   events_ = net.grad_ready_events(&tail);
   double total = tail;
   for (const auto& e : events_) total += e.flops;
-  const double x = ms / 1e3, forward = x / 3, backward = x - forward;
+  const double x = ms / 1e3, backward = x * perf::kBackwardShare, forward = x - backward;
   double done = 0;
   for (size_t i = 0; i < events_.size(); ++i) {
     done += events_[i].flops;

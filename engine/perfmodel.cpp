@@ -176,6 +176,15 @@ double compute_phase(const std::vector<double>& t, int g, int thr, const Machine
   return total / 4096;
 }
 
+double exposed_exchange(double t_comm, double t_c, const RunShape& r) {
+  DT_CHECK(r.overlap >= 0 && r.overlap <= 1 && r.bucket_bytes > 0, "exposed_exchange: overlap ", r.overlap,
+           ", bucket ", r.bucket_bytes, " B");
+  if (r.overlap == 0 || t_comm <= 0) return t_comm;
+  const double v = r.mode == comm::Mode::allreduce ? t_comm : t_comm / 2;
+  const double tail = r.param_bytes > 0 ? v * std::min(1.0, r.bucket_bytes / r.param_bytes) : v;
+  return (t_comm - v) + std::max(v - r.overlap * t_c, tail);
+}
+
 double hop_wait(bool sleeping, double rho, const MachineLoad& m) {
   return sleeping ? m.poll_period / 2 : wakeup_wait(rho, m);
 }
@@ -193,7 +202,7 @@ StepPrediction predict_step(const std::vector<double>& t_c1, const RunShape& r, 
   s.contention = cpu_contention(r.workers * r.threads + m.background, m.cores);
   s.t_c = compute_phase(t_c1, r.workers, r.threads, m, waiting_threads(r));
   s.t_comm = exchange_time(r, l) * s.contention;
-  s.t_o = s.t_comm + sync_hops(r) * hop_wait(r.sleeping_waits, rho, m);
+  s.t_o = exposed_exchange(s.t_comm, s.t_c, r) + sync_hops(r) * hop_wait(r.sleeping_waits, rho, m);
   s.t_step = s.t_c + s.t_o;
   return s;
 }

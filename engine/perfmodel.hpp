@@ -87,6 +87,9 @@ struct RunShape {
   int threads = 1;         // compute threads per worker rank
   double param_bytes = 0;  // P
   bool sleeping_waits = false;  // waits sleep between polls (comm/wait.hpp WaitPolicy::sleep)
+  double overlap = 0;      // fraction of T_C during which the exchange may run: buckets and
+                           // slices leave as backward makes them ready (0: none credited)
+  double bucket_bytes = double(1 << 20);  // the last bucket, exchanged after T_C (--bucket-mb)
   int nodes() const;       // ⌈G / K⌉ (1 when K = 0)
 };
 
@@ -135,6 +138,26 @@ double hop_wait(bool sleeping_waits, double rho, const MachineLoad& m);
 //              plus the PS term with the n node leaders as senders
 double exchange_time(const RunShape& r, const Links& l);
 
+// Share of a step's compute that is backward: backward ≈ 2× forward (every
+// layer computes dx and dW), so 2/3. The compute stand-in's schedule, and the
+// window in which the exchange overlaps compute on a cluster (predict_run).
+inline constexpr double kBackwardShare = 2.0 / 3.0;
+
+// The exchange's exposed part (seconds) when its overlappable part may run
+// during the last `overlap`·T_C of the compute (backward, whose buckets and
+// slices leave as they are ready), ours: the overlap of wait-free
+// backpropagation (Zhang et al., "Poseidon", USENIX ATC 2017), with the
+// exchange link-bound and the bytes ready no later than uniformly over
+// backward:
+//   v = t_comm (allreduce: every bucket's ring runs as soon as it is ready),
+//       t_comm / 2 (ps, hybrid: the pushes and node reductions; the pulls and
+//       node broadcasts wait for the servers' joint check of the whole
+//       gradient, comm/ps_client.cpp, so they follow backward)
+//   exposed = (t_comm − v) + max(v − overlap·t_c, v·min(1, b/P))
+// where v·b/P is the last bucket, which leaves only when backward ends.
+// overlap = 0: t_comm.
+double exposed_exchange(double t_comm, double t_c, const RunShape& r);
+
 // Predicted times of one step (seconds), see predict_step.
 struct StepPrediction {
   double contention = 1;  // κ
@@ -147,7 +170,7 @@ struct StepPrediction {
 // t_c1: T_C of one worker alone on an idle machine at this minibatch and thread count.
 //   ρ = (G·threads + background) / cores,  κ = max(1, ρ)      CPU contention
 //   T_C = compute_phase(samples, G, threads, m, waiting_threads(r))  (= κ·T_C1 for one sample)
-//   T_O = exchange_time·κ + sync_hops · hop_wait(sleeping, ρ)
+//   T_O = exposed_exchange(exchange_time·κ, T_C, r) + sync_hops · hop_wait(sleeping, ρ)
 //   step = T_C + T_O
 StepPrediction predict_step(double t_c1, const RunShape& r, const Links& l, const MachineLoad& m);
 // The same with T_C1 given as per-process samples (seconds, ≥ 1; one per

@@ -66,19 +66,26 @@ TableRow make_row(const Profile& p, int x, int g, int k, const Placement& where,
 
 perf::StepPrediction predict_run(const Profile& p, int x, perf::RunShape s, const Placement& where) {
   s.param_bytes = p.param_bytes;
+  // T_U: the local update where workers update (allreduce), when the profile's T_C excludes it.
+  const double t_u = s.mode == comm::Mode::allreduce ? p.update_s : 0.0;
   perf::MachineLoad m;
   if (where.cluster) {
-    // Every rank on its own cores: ρ ≤ 1, so κ = 1, no time sharing, no wake-up wait.
+    // Every rank on its own cores: ρ ≤ 1, so κ = 1, no time sharing, no wake-up wait;
+    // the exchange overlaps backward (the share kBackwardShare of T_C without T_U).
     m.cores = static_cast<double>(s.workers + s.servers) * std::max(1, s.threads);
     s.sleeping_waits = false;
-    return perf::predict_step(std::vector<double>{p.t_c_at(x)}, s, p.links, m);
+    const double t_c = p.t_c_at(x);
+    s.overlap = perf::kBackwardShare * t_c / (t_c + t_u);
+    return perf::predict_step(std::vector<double>{t_c + t_u}, s, p.links, m);
   }
   m.cores = where.cores;
   m.background = where.background;
   m.poll_period = p.poll_period > 0 ? p.poll_period : comm::kSleepMaxS;
   m.poll_fraction = p.poll_period > 0 ? p.poll_fraction : 0.0;
   m.time_share = p.time_share_at(x);
-  return perf::predict_step(p.samples_at(x), s, p.links, m);
+  std::vector<double> samples = p.samples_at(x);
+  for (double& v : samples) v += t_u;
+  return perf::predict_step(samples, s, p.links, m);
 }
 
 perf::RunShape single_worker(const perf::RunShape& s) {
@@ -166,7 +173,11 @@ std::string table_text(const PredictionTable& t, const Profile& p, const std::st
     line(terms + ".");
   }
   line("  ms per step; S = G·step(1 worker alone)/step(G), α = S/G; N_ps = ⌈2·senders·P/(B·T_C)⌉ (senders: ps G, "
-       "hybrid the nodes); the exchange is not overlapped (engine/predict.hpp).");
+       "hybrid the nodes); " +
+       std::string(t.where.cluster ? "the exchange overlaps backward (2/3 of T_C) but for its last bucket"
+                                   : "the exchange is not overlapped (shared cores)") +
+       (p.update_s > 0 ? "; allreduce T_C includes the local update T_U " + printf_text("%.2f", 1e3 * p.update_s) + " ms" : std::string()) +
+       " (engine/predict.hpp).");
   char b[256];
   std::snprintf(b, sizeof b, "%4s %5s | %4s %8s %8s %6s | %4s %8s %8s %6s | %8s %8s %6s%s", "G", "nodes", "Nps",
                 "ps T_O", "ps step", "S", "Nps", "hy T_O", "hy step", "S", "ar T_O", "ar step", "S",

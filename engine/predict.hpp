@@ -6,21 +6,26 @@
 // predict_run; nothing else turns a profile into a predicted time. The formula
 // is perf::predict_step (perfmodel.hpp; docs/performance-model.md §2–3):
 //   T_C  = compute_phase(T_C1 samples at X, G, threads, machine)
-//   T_O  = exchange_time(shape, links)·κ + sync_hops(shape)·hop_wait
+//   T_C  += T_U in allreduce mode (the workers' local update, when the profile
+//           has one: a given T_C excludes it; Profile::update_s)
+//   T_O  = exposed_exchange(exchange_time(shape, links)·κ, T_C) + sync_hops(shape)·hop_wait
 //   step = T_C + T_O,   S(G) = G·step(1 worker alone)/step(G),   α = S/G
-// (weak scaling: fixed minibatch per worker). The exchange is counted in full:
-// no overlap with backward is credited (docs/performance-model.md §2).
+// (weak scaling: fixed minibatch per worker). On a cluster the exchange
+// overlaps backward, kBackwardShare of T_C, all but its last bucket; on a
+// shared machine it is counted in full (docs/performance-model.md §2, §8).
 // Inputs come from a Profile (tune_profile.hpp: T_C1 samples, P, links, η,
 // the poll cost of sleeping waits); what differs between a table for a cluster
 // and one for this machine is only where the workers run (Placement):
 //   cluster  each worker on its own cores (CPU) or GPU, each server on its own
 //            cores, no other jobs: κ = 1, no time sharing, waits spin (what
-//            the auto wait policy picks there), so no hop wait; T_C1 = the
+//            the auto wait policy picks there), so no hop wait; the exchange
+//            overlaps backward (perf::exposed_exchange); T_C1 = the
 //            profile's median at X (the spread between processes of the
 //            profiling machine is not carried over to the cluster);
 //   machine  the profile's machine: `cores` hardware threads shared by every
 //            rank, `background` cores used by other jobs, the T_C1 samples
-//            (stragglers), η, and the poll period and CPU share of sleeping waits.
+//            (stragglers), η, and the poll period and CPU share of sleeping waits;
+//            no overlap (compute and the exchange share the cores: §2, §6).
 #pragma once
 
 #include <string>

@@ -20,6 +20,7 @@ struct TuneOptions {
   std::vector<int> candidates;
   int profile_steps = 5;
   double t_c_ms = 0;  // > 0: T_C per step at the job's minibatch is given (what-if), not measured
+  double t_u_ms = 0;  // with t_c_ms: a worker's local update T_U (ms); < 0: measured here (Profile::update_s)
   int base_batch = 0;
   double max_lr_scale = 4;  // the linear rule's factor is capped here (large-batch divergence)
   std::string out = "tuned.ini";

@@ -83,7 +83,7 @@ nlohmann::json Profile::to_json() const {
           {"param_bytes", param_bytes}, {"fixed_bytes", fixed_bytes}, {"per_sample_bytes", per_sample_bytes},
           {"load_before", load_before}, {"points", pts}, {"intra", link(links.intra)},
           {"inter", link(links.inter)}, {"links_source", links_source}, {"poll_period_s", poll_period},
-          {"poll_cpu_fraction", poll_fraction}};
+          {"poll_cpu_fraction", poll_fraction}, {"update_s", update_s}};
 }
 
 Profile Profile::from_json(const nlohmann::json& j) {
@@ -171,6 +171,7 @@ Profile Profile::from_json(const nlohmann::json& j) {
     p.poll_period = number(j, "", "poll_period_s", 0, false, "≥ 0", &zero);
     p.poll_fraction = number(j, "", "poll_cpu_fraction", 0, false, "in [0, 1]", &zero);
     if (p.poll_fraction > 1) DT_USAGE("profile: poll_cpu_fraction ", p.poll_fraction, " must be in [0, 1]");
+    p.update_s = number(j, "", "update_s", 0, false, "≥ 0 (seconds)", &zero);
   } catch (const nlohmann::json::exception& e) {
     DT_USAGE("profile: missing or bad field (", e.what(), ")");
   }
@@ -236,6 +237,41 @@ double measure_step_time(const TrainConfig& cfg, int x, int steps, int threads, 
   if (per_step) per_step->insert(per_step->end(), t.begin(), t.end());
   if (cpu_per_step) *cpu_per_step = (self_cpu_seconds() - cpu0) / steps;
   if (workspace) *workspace = static_cast<double>(workspace_bytes(*backend));
+  return median(t);
+}
+
+double measure_update_time(const TrainConfig& cfg, int threads, int reps) {
+  DT_CHECK(reps >= 1 && threads >= 1, "measure_update_time: reps ", reps, ", threads ", threads);
+  layers::set_cpu_threads(threads);
+  auto backend = make_compute_backend(cfg, 0, false);
+  std::unique_ptr<io::Dataset> data;
+  if (!cfg.train_data.empty()) data = io::open_dataset(cfg.train_data);
+  layers::ModelOptions mo;
+  mo.minibatch = 1;
+  mo.classes = data ? data->classes() : 0;
+  layers::Net net = layers::make_model(cfg.model, mo);
+  net.finalize(*backend, static_cast<uint64_t>(cfg.seed));
+  layers::SgdOptions so;
+  so.momentum = cfg.momentum;
+  so.weight_decay = cfg.weight_decay;
+  so.decay_bias_bn = cfg.decay_bias_bn;
+  layers::Sgd sgd(*backend, so, net.param_ranges(), net.num_params());
+  const size_t n = net.num_params();
+  std::vector<float> g(n, 1e-4f);
+  backend->upload(g.data(), net.grads().data(), n * sizeof(float));
+  std::vector<double> t;
+  for (int r = 0; r <= reps; ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    double sumsq = 0;
+    with_host_copy(*backend, net.grads().data(), n, /*write_back=*/false, [&](float* x) {
+      for (size_t i = 0; i < n; ++i) sumsq += static_cast<double>(x[i]) * x[i];
+    });
+    DT_CHECK(std::isfinite(sumsq), "measure_update_time: non-finite gradient");
+    sgd.step(net.params().data(), net.grads().data(), 1e-4f);
+    backend->synchronize();
+    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (r > 0) t.push_back(dt);  // the first touches the momentum state
+  }
   return median(t);
 }
 

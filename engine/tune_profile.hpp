@@ -65,6 +65,10 @@ struct Profile {
   std::string links_source;     // "ping-pong (N ranks)" or "given"
   double poll_period = 0;       // seconds per poll of a long sleeping wait (comm::measure_poll_cost); 0: not measured
   double poll_fraction = 0;     // fraction of a core such a wait uses
+  double update_s = 0;          // T_U: a worker's local update (gradient check + SGD over the arena)
+                                // on this machine, seconds; measured only with T_C given (dtrain tune
+                                // --t-c-ms … --t-u-ms -1), since a measured T_C includes it. Added to
+                                // T_C where workers update locally (allreduce): engine/predict.hpp
 
   // T_C at minibatch x: the measured point, or linear interpolation between
   // the two nearest (extrapolated proportionally outside). Throws Error when empty.
@@ -88,6 +92,12 @@ struct Profile {
 double measure_step_time(const TrainConfig& cfg, int x, int steps, int threads,
                          std::vector<double>* per_step = nullptr, double* cpu_per_step = nullptr,
                          double* workspace = nullptr);
+
+// Median seconds of a worker's local update of `cfg.model` with `threads`
+// threads (the gradient's finite check, a pass over the arena, then the
+// trainer's SGD step: what a worker does after the exchange in allreduce
+// mode), over `reps` updates after one warm-up, on the trainer's backend.
+double measure_update_time(const TrainConfig& cfg, int threads, int reps = 5);
 
 // Memory figures of the model (bytes): fills fixed_bytes, per_sample_bytes, param_bytes.
 void measure_memory(const std::string& model, int classes, Profile& p);

@@ -16,6 +16,7 @@
 #include "core/format.hpp"
 #include "engine/predict.hpp"
 #include "engine/tune.hpp"
+#include "engine/report.hpp"  // median
 #include "engine/run_folder.hpp"
 #include "engine/exit.hpp"
 #include "engine/tune_profile.hpp"
@@ -154,6 +155,9 @@ const ComputePoint& print_candidates(const TuneOptions& t, const TrainConfig& cf
               prof.links.inter.latency * 1e6);
   std::printf("sleeping wait: a poll every %.0f µs, %.1f%% of a core per waiting thread\n", 1e6 * prof.poll_period,
               100 * prof.poll_fraction);
+  if (prof.update_s > 0)
+    std::printf("local update T_U %.2f ms (%s; added to T_C where workers update: allreduce)\n", 1e3 * prof.update_s,
+                t.t_u_ms < 0 ? "measured here" : "given");
   std::printf("%10s %10s %10s %12s %6s\n", "X_mini", "T_C ms", "images/s", "memory MB", "bg");
   std::vector<perf::MinibatchCandidate> cands;
   for (size_t i = 0; i < t.candidates.size(); ++i) {
@@ -361,6 +365,17 @@ int run_tune(const TuneOptions& t, TrainConfig cfg, MPI_Comm world) {
   measure_links(t, cfg, world, size, prof);
   // The cost of a sleeping wait (comm/wait.hpp), on rank 0 while the others sleep.
   if (rank == 0) prof.poll_fraction = comm::measure_poll_cost(400, &prof.poll_period);
+  // T_U with a given T_C: given, or measured by every rank at once (the workers
+  // of an allreduce step update together, on the cores they have: on a cluster
+  // their own, on an emulated one this machine's), the median of the ranks.
+  if (t.t_u_ms > 0) prof.update_s = t.t_u_ms * 1e-3;
+  if (t.t_u_ms < 0) {
+    sleeping_barrier(world);
+    const double mine = measure_update_time(cfg, prof.threads);
+    std::vector<double> all(static_cast<size_t>(size));
+    DT_CHECK_MPI(MPI_Gather(&mine, 1, MPI_DOUBLE, all.data(), 1, MPI_DOUBLE, 0, world));
+    if (rank == 0) prof.update_s = median(all);
+  }
   sleeping_barrier(world);
   std::vector<CandidateProfile> measured(t.candidates.size());
   if (t.t_c_ms <= 0)

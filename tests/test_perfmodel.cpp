@@ -71,6 +71,30 @@ TEST_CASE("linear learning-rate scaling with warm-up (Goyal et al. 2017)", "[per
   CHECK(scale_lr(0.05, 64, 64).warmup_epochs == 0.0);
 }
 
+TEST_CASE("exposed exchange: what overlaps backward, and the last bucket", "[perfmodel]") {
+  RunShape r;
+  r.param_bytes = 100e6;
+  r.bucket_bytes = 1e6;  // the last bucket: 1% of the arena
+  // No overlap credited: the whole exchange.
+  CHECK(exposed_exchange(0.5, 0.3, r) == 0.5);
+  r.overlap = 2.0 / 3.0;  // window 0.2 s at T_C = 0.3 s
+  // allreduce: every bucket's ring may run in the window.
+  CHECK(exposed_exchange(0.5, 0.3, r) == Approx(0.3));
+  CHECK(exposed_exchange(0.1, 0.3, r) == Approx(0.001));  // all hidden but the last bucket's 1%
+  // ps and hybrid: only the pushes (half) may; the pulls follow the joint check.
+  r.mode = dtrain::comm::Mode::ps;
+  CHECK(exposed_exchange(0.5, 0.3, r) == Approx(0.25 + 0.05));
+  CHECK(exposed_exchange(0.1, 0.3, r) == Approx(0.05 + 0.0005));
+  r.mode = dtrain::comm::Mode::hybrid;
+  CHECK(exposed_exchange(0.1, 0.3, r) == Approx(0.05 + 0.0005));
+  // An arena of one bucket leaves only when backward ends: nothing hidden.
+  r.param_bytes = 0.5e6;
+  CHECK(exposed_exchange(0.1, 0.3, r) == Approx(0.1));
+  CHECK(exposed_exchange(0, 0.3, r) == 0);
+  r.overlap = 1.5;
+  CHECK_THROWS_AS(exposed_exchange(0.1, 0.3, r), dtrain::Error);
+}
+
 TEST_CASE("step-time model of a run on a shared machine", "[perfmodel]") {
   // 2 cores, idle: 1 worker, T_C1 = 10 ms → ρ = 0.5, κ = 1, no exchange: step = 10 ms.
   RunShape one;

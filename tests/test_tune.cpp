@@ -2,6 +2,7 @@
 // and the job-file writer.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 
@@ -42,32 +43,41 @@ TEST_CASE("cluster prediction: AlexNet over 1 GbE and 100 Gb/s", "[tune]") {
   REQUIRE(rows.size() == 8);
   CHECK_FALSE(rows[0].sender_ok);
   // One worker alone exchanges nothing: S(1) = 1 (allreduce). One worker with its
-  // server (ps, G = 1) does exchange: 3.904 s → S = 0.5/4.404.
+  // server (ps, G = 1) does exchange: 3.904 s. On a cluster the pushes (half of
+  // it, 1.952 s) overlap backward, 2/3·T_C = 0.3333 s; the pulls follow the
+  // servers' joint check: T_O = 1.952 + (1.952 − 0.3333) = 3.5707 s.
+  const double w = 2.0 / 3.0 * 0.5;
   CHECK(rows[0].allreduce_speedup == 1.0);
   CHECK(rows[0].ps_servers == 1);
-  CHECK(rows[0].ps_speedup == Approx(0.5 / 4.404));
+  CHECK(rows[0].ps_speedup == Approx(0.5 / (0.5 + 1.952 + 1.952 - w)));
   // G = 8, ps: N_ps = ⌈2·8·244e6/(0.125e9·0.5)⌉ = 63, capped at 8 senders (the sender link is the
-  // bottleneck); exchange = max(2·8·244e6/(8·0.125e9), 3.904) = 3.904 s, all of it exposed (no
-  // overlap credited): T_O = 3.904 s, S = 8·0.5/4.404.
+  // bottleneck); exchange = max(2·8·244e6/(8·0.125e9), 3.904) = 3.904 s, T_O as for G = 1.
   CHECK(rows[7].ps_servers == 8);
-  CHECK(rows[7].ps_pred.t_o == Approx(3.904));
+  CHECK(rows[7].ps_pred.t_o == Approx(3.904 - w));
   CHECK(rows[7].ps_pred.t_c == Approx(0.5));
-  CHECK(rows[7].ps_speedup == Approx(8 * 0.5 / 4.404));
-  // Hybrid at G = 8 (2 nodes): ⌈2·2·244e6/62.5e6⌉ = 16, capped at 2 nodes; T_O = the node
-  // reduce + bcast 2·3/4·244e6/12e9 = 0.0305 s plus the PS term 3.904 s.
+  CHECK(rows[7].ps_speedup == Approx(8 * 0.5 / (0.5 + 3.904 - w)));
+  // Hybrid at G = 8 (2 nodes): ⌈2·2·244e6/62.5e6⌉ = 16, capped at 2 nodes; exchange = the node
+  // reduce + bcast 2·3/4·244e6/12e9 = 0.0305 s plus the PS term 3.904 s; half overlaps.
   CHECK(rows[7].hybrid_servers == 2);
-  CHECK(rows[7].hybrid_pred.t_o == Approx(0.0305 + 3.904));
+  CHECK(rows[7].hybrid_pred.t_o == Approx(0.0305 + 3.904 - w));
   perf::Links ib;
   ib.intra = {12e9, 0};
   ib.inter = {12.5e9, 0};
   t = prediction_table(one_point(128, 0.5, 244e6, ib), 128, 2, 4, Placement::on_cluster());
   // 100 Gb/s: 2·8·244e6/(12.5e9·0.5) = 0.62 → 1 server; exchange max(2·8·244e6/12.5e9, 2·244e6/12.5e9)
-  // = 0.31232 s. The paper's hiding condition (exchange ≤ T_C) holds, but the engine's step
-  // still pays it (the old table said T_O = 0, S = G): S = 8·0.5/0.81232.
+  // = 0.31232 s. The pushes (0.15616 s) hide under backward but for the last 1 MiB bucket's
+  // share; the pulls (0.15616 s) are paid (the old table said T_O = 0, S = G).
+  const double ib_o = 0.15616 + 0.15616 * (1 << 20) / 244e6;
   CHECK(t.rows[7].sender_ok);
   CHECK(t.rows[7].ps_servers == 1);
-  CHECK(t.rows[7].ps_pred.t_o == Approx(0.31232));
-  CHECK(t.rows[7].ps_speedup == Approx(8 * 0.5 / 0.81232));
+  CHECK(t.rows[7].ps_pred.t_o == Approx(ib_o));
+  CHECK(t.rows[7].ps_speedup == Approx(8 * 0.5 / (0.5 + ib_o)));
+  // Allreduce: every bucket's ring runs as soon as it is ready, so T_O = max(ring − 2/3·T_C,
+  // the last 1 MiB bucket's share of the ring).
+  perf::RunShape ar = t.rows[7].allreduce;
+  ar.param_bytes = 244e6;
+  const double ring = perf::exchange_time(ar, ib);
+  CHECK(t.rows[7].allreduce_pred.t_o == Approx(std::max(ring - w, ring * (1 << 20) / 244e6)));
   // The largest G with α ≥ 0.5 in ps mode: α = 0.5/(0.5 + max(2GP/(N_ps B), 2P/B)) with N_ps =
   // ⌈2GP/(B·T_C)⌉ keeps the exchange ≤ T_C, so α ≥ 0.5 at every G.
   CHECK(largest_workers(one_point(128, 0.5, 244e6, ib), 128, 4, dtrain::comm::Mode::ps, 0.5, Placement::on_cluster(), 512) == 512);
@@ -88,8 +98,13 @@ TEST_CASE("one prediction: the cluster and this machine differ only in the place
   const TableRow& c = cluster.rows[3];
   const TableRow& m = machine.rows[3];
   // The old table's bug: T_O = max(0, exchange − T_C) = 0 and S = G for every layout. Now the
-  // cluster's T_O is the exchange itself (spinning waits, no hop wait): hybrid, 2 nodes of 2.
+  // cluster's T_O is the exchange's exposed part (spinning waits, no hop wait): hybrid, 2 nodes
+  // of 2. P = 0.25 MB is one bucket, which leaves only when backward ends: all of it exposed.
   REQUIRE(c.hybrid.servers == 1);
+  perf::RunShape cs = c.hybrid;
+  cs.param_bytes = p.param_bytes;
+  cs.overlap = perf::kBackwardShare;
+  CHECK(perf::exposed_exchange(perf::exchange_time(cs, l), 0.005, cs) == perf::exchange_time(cs, l));
   CHECK(c.hybrid_pred.t_o == Approx(perf::exchange_time(c.hybrid, l)).epsilon(1e-12));
   CHECK(c.hybrid_pred.t_o > 0);
   CHECK(c.hybrid_pred.t_c == Approx(0.005));  // the median, no stragglers, no time sharing
@@ -115,6 +130,38 @@ TEST_CASE("one prediction: the cluster and this machine differ only in the place
   // The text says which table is which.
   CHECK_THAT(table_text(cluster, p, "1 CPU core(s)"), Catch::Matchers::Contains("hypothetical cluster, NOT this machine"));
   CHECK_THAT(table_text(machine, p, "1 CPU core(s)"), Catch::Matchers::Contains("on this machine"));
+}
+
+TEST_CASE("the local update T_U: added in allreduce mode only, and on both placements", "[tune]") {
+  perf::Links l;
+  l.intra = {10e9, 0};
+  l.inter = {1.25e9, 0};
+  Profile p = one_point(64, 0.278, 102e6, l);
+  p.update_s = 0.07;
+  perf::RunShape ar;
+  ar.workers = 4;
+  ar.ranks_per_node = 1;
+  perf::RunShape ps = ar;
+  ps.mode = dtrain::comm::Mode::ps;
+  ps.servers = 2;
+  const perf::StepPrediction a = predict_run(p, 64, ar, Placement::on_cluster());
+  const perf::StepPrediction s = predict_run(p, 64, ps, Placement::on_cluster());
+  CHECK(a.t_c == Approx(0.278 + 0.07));  // workers update locally after the exchange
+  CHECK(s.t_c == Approx(0.278));         // the servers update (inside the exchange)
+  // The overlap window is backward's share of the compute without the update: 2/3·0.278.
+  const double ring = 2.0 * 3 / 4 * 102e6 / 1.25e9;
+  CHECK(a.t_o == Approx(std::max(ring - 2.0 / 3.0 * 0.278, ring * (1 << 20) / 102e6)));
+  // This machine: the samples carry T_U too, the exchange is not overlapped.
+  const perf::StepPrediction m = predict_run(p, 64, ar, Placement::on_machine(8, 0));
+  CHECK(m.t_c == Approx(0.278 + 0.07));
+  CHECK(m.t_o == Approx(ring));
+  // The profile keeps it; an old profile without it reads as 0; a negative one is refused.
+  nlohmann::json j = p.to_json();
+  CHECK(Profile::from_json(j).update_s == 0.07);
+  j.erase("update_s");
+  CHECK(Profile::from_json(j).update_s == 0.0);
+  j["update_s"] = -1;
+  CHECK_THROWS_AS(Profile::from_json(j), dtrain::UsageError);
 }
 
 TEST_CASE("tuned job file reads back to the same configuration", "[tune]") {
