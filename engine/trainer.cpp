@@ -4,10 +4,11 @@
 // Phases: the TrainJob (validation: every usage error, on every rank), a
 // barrier, the liveness ring (comm/watchdog.hpp, --heartbeat-timeout; every
 // rank but in a 1-rank job), rank 0's placement table (engine/placement.hpp:
-// host, CPUs and GPU of every rank), rank 0's run folder (engine/run_folder.hpp), the
-// exchange (every rank but in a 1-rank job) with the start-up broadcast of
-// rank 0's parameters, then the role: a ServerLoop on the parameter servers, a
-// WorkerLoop (with its Evaluator and RunRecorder) on the workers; last, rank 0
+// host, CPUs and GPU of every rank), rank 0's run folder
+// (engine/run_folder.hpp), the exchange (every rank but in a 1-rank job) with
+// the start-up broadcast of rank 0's parameters, then the role: a ServerLoop
+// on the parameter servers, a WorkerLoop (with its Evaluator and RunRecorder)
+// on the workers; last, rank 0
 // saves the parameters and buffers (--save-params), and every rank sends its
 // timeline to rank 0, which writes it (--timeline, engine/timeline.hpp; its
 // first clock measurement comes before the exchange). Start-up broadcast and
