@@ -16,7 +16,10 @@
 #     CPUs Slurm gave the job there (scontrol show job -d);
 #  3. the default binding (--cpu-bind=cores) where the tasks fit the cores:
 #     `sbatch -N 2 --ntasks=4` (2 allreduce workers per node, 2 steps) binds
-#     each rank to one core of its own.
+#     each rank to one core of its own;
+#  4. --ps-placement dedicated through mpirun (Open MPI's sequential mapper
+#     reading the host file): `sbatch -N 3 --ntasks=5 --ps 1`, the workers
+#     2 and 2 on the job's first two nodes, the server alone on the third.
 # Every emulated node has the machine's cores, here 2; a node with 2 workers
 # and a server has 3 tasks, more than its cores, and Slurm's cores binding
 # then binds nothing ("only 2 bits in avail_map for 3 tasks!" in slurmd's
@@ -88,6 +91,9 @@ id2=$(submit 2) id4=$(submit 4)
 idc=$(sbatch --parsable --job-name=pl-cores -N 2 --ntasks=4 --exclusive --cpus-per-task=1 --time=00:05:00 \
         --output="$PWD/cores.out" "$SRC/slurm/train.sbatch" "${common[@]}" --mode allreduce --max-steps 2) ||
   fail "sbatch refused the cores-binding job"
+idd=$(DTRAIN_LAUNCHER=mpirun sbatch --parsable --job-name=pl-ded -N 3 --ntasks=5 --exclusive --cpus-per-task=1 \
+        --time=00:05:00 --output="$PWD/ded.out" "$SRC/slurm/train.sbatch" "${common[@]}" --mode hybrid --ps 1 \
+        --max-steps 2 --ps-placement dedicated) || fail "sbatch refused the dedicated mpirun job"
 
 res=$(wait_job "$id")
 cat fit.out
@@ -174,4 +180,23 @@ for line in "${rows[@]}"; do
   used[$host $cpus]=$r
 done
 echo "ok: --cpu-bind=cores job $idc: each rank on one core of its own:"
+printf '    %s\n' "${rows[@]}"
+
+# 4. dedicated, through mpirun.
+res=$(wait_job "$idd")
+cat ded.out
+[ "$res" = "COMPLETED 0:0" ] || fail "dedicated mpirun job $idd ended $res"
+grep -qF "placement: dedicated: 2 worker(s) per node on 2 node(s), the 1 server(s) on the last 1 node(s)" ded.out ||
+  fail "job $idd: not the dedicated placement"
+grep -qF "launcher: mpirun," ded.out || fail "job $idd: not launched by mpirun"
+mapfile -t rows < <(table ded.out)
+[ "${#rows[@]}" = 5 ] || fail "job $idd: ${#rows[@]} placement lines, wanted 5"
+job_layout "$idd"
+for line in "${rows[@]}"; do
+  read -r r role host cpus <<<"$line"
+  if [ "$r" -lt 4 ]; then want="worker ${job_nodes[r / 2]}"; else want="server ${job_nodes[2]}"; fi
+  [ "$role $host" = "$want" ] || fail "job $idd: rank $r is $role on $host, wanted $want (dedicated)"
+done
+grep -qF "4 workers in 2 nodes of 2, 1 server, mode hybrid" ded.out || fail "job $idd: the engine did not see 2 nodes of 2 workers"
+echo "ok: dedicated mpirun job $idd: the server alone on ${job_nodes[2]}:"
 printf '    %s\n' "${rows[@]}"
