@@ -112,7 +112,7 @@ new_state_dir() {
       die "$prog not found: install Debian's slurm-wlm and munge (scripts/setup-deps.sh)"
   done
   export PATH="$PATH:/usr/sbin"
-  mkdir -p "$d/munge" "$d/ctld" "$d/spool" "$d/log"
+  mkdir -p "$d/munge" "$d/ctld" "$d/spool" "$d/log" "$d/tmp"
   chmod 700 "$d" "$d/munge"
   : >"$d/pids"
 }
@@ -199,6 +199,10 @@ start() {
     echo "SlurmdSpoolDir=$d/spool"
     echo "SlurmdPidFile=$d/slurmd.pid"
     echo "SlurmdLogFile=$d/log/slurmd.log"
+    # A /tmp of its own: PMIx makes each step's client folder
+    # spmix_appdir_<uid>_<job>.<step> under TmpFS, and two clusters on one
+    # machine (two test runs) number their jobs alike.
+    echo "TmpFS=$d/tmp"
     conf_common "$d"
     echo "NodeName=localhost NodeAddr=127.0.0.1 CPUs=$cpus Sockets=$sockets CoresPerSocket=$cores ThreadsPerCore=$threads RealMemory=$mem State=UNKNOWN"
     echo "PartitionName=$part Nodes=localhost Default=YES MaxTime=INFINITE State=UP"
