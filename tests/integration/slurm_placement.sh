@@ -110,7 +110,7 @@ cpu_list() {
   local part out=()
   IFS=, read -ra parts <<<"$1"
   for part in "${parts[@]}"; do
-    if [[ $part == *-* ]]; then out+=($(seq "${part%-*}" "${part#*-}")); else out+=("$part"); fi
+    if [[ $part == *-* ]]; then mapfile -t -O "${#out[@]}" out < <(seq "${part%-*}" "${part#*-}"); else out+=("$part"); fi
   done
   echo "${out[@]}"
 }
@@ -129,14 +129,14 @@ job_layout() {
 table() { sed -nE 's/^dtrain:   rank ([0-9]+) (worker|server) ([^ ]+) cpus ([^ ]+) gpu (.*)$/\1 \2 \3 \4/p' "$1"; }
 
 check_job() {  # NODES ID
-  local n=$1 id=$2 out="n$1.out" ranks=$((2 * $1 + 2)) res line r role host cpus want local_i
+  local n=$1 id=$2 log="n$1.out" ranks=$((2 * $1 + 2)) res line r role host cpus want local_i
   res=$(wait_job "$id")
-  cat "$out"
+  cat "$log"
   [ "$res" = "COMPLETED 0:0" ] || fail "$n-node job $id ended $res"
-  grep -qF "placement: spread:" "$out" || fail "job $id: not the spread placement"
-  grep -qF "$((2 * n)) workers in $n nodes of 2, 2 servers, mode hybrid" "$out" ||
+  grep -qF "placement: spread:" "$log" || fail "job $id: not the spread placement"
+  grep -qF "$((2 * n)) workers in $n nodes of 2, 2 servers, mode hybrid" "$log" ||
     fail "job $id: the engine did not see $n nodes of 2 workers"
-  mapfile -t rows < <(table "$out")
+  mapfile -t rows < <(table "$log")
   [ "${#rows[@]}" = "$ranks" ] || fail "job $id: ${#rows[@]} placement lines, wanted $ranks"
   job_layout "$id"
   [ "${#job_nodes[@]}" = "$n" ] && [ "${#job_cpus[@]}" = "$n" ] || fail "job $id: not $n nodes with CPU_IDs in scontrol show job -d"
@@ -173,7 +173,7 @@ declare -A used=()
 for line in "${rows[@]}"; do
   read -r r role host cpus <<<"$line"
   [ "$host" = "${job_nodes[r / 2]}" ] || fail "job $idc: rank $r on $host, wanted ${job_nodes[r / 2]}"
-  c=($(cpu_list "$cpus"))
+  read -ra c <<<"$(cpu_list "$cpus")"
   [ "${#c[@]}" = "$tpc" ] || fail "job $idc: rank $r may run on CPUs $cpus: not one core's $tpc CPU(s) (not bound)"
   [[ ${job_cpus[$host]} == *" ${c[0]} "* ]] || fail "job $idc: rank $r on CPUs $cpus, outside the job's CPUs on $host"
   [ -z "${used[$host $cpus]:-}" ] || fail "job $idc: ranks ${used[$host $cpus]} and $r both on CPUs $cpus of $host"
