@@ -36,6 +36,8 @@
 //   OMPI_COMM_WORLD_SIZE  set by OpenMPI's mpirun for the processes it starts:
 //                         then mpirun, not the allocation, sets the world size
 //   SLURM_CPUS_PER_TASK   default loader / compute thread count
+//   CUDA_VISIBLE_DEVICES  shown in the start-up placement table (the CUDA
+//                         runtime itself applies it)
 #pragma once
 
 #include <optional>
@@ -69,5 +71,6 @@ inline std::optional<std::string> trace_samples() { return get("DTRAIN_TRACE_SAM
 inline std::optional<long> slurm_ntasks() { return get_long("SLURM_NTASKS"); }
 inline bool started_by_mpirun() { return get("OMPI_COMM_WORLD_SIZE").has_value(); }
 inline std::optional<long> slurm_cpus_per_task() { return get_long("SLURM_CPUS_PER_TASK"); }
+inline std::optional<std::string> cuda_visible_devices() { return get("CUDA_VISIBLE_DEVICES"); }
 
 }  // namespace dtrain::settings

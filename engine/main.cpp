@@ -17,6 +17,7 @@
 #include "engine/preemption.hpp"
 #include "engine/commands.hpp"
 #include "engine/exit.hpp"
+#include "engine/placement.hpp"
 #include "engine/report.hpp"
 #include "engine/tune.hpp"
 
@@ -71,6 +72,10 @@ int main(int argc, char** argv) {
   // flat over days (docs/reliability.md "Memory"). The training loop itself
   // allocates nothing per step.
   mallopt(M_MMAP_THRESHOLD, 128 << 10);
+  // Before any thread starts (MPI's, the start-up guard's, the loader's): with
+  // OMP_PROC_BIND the OpenMP runtime pinned this thread to its first place, and
+  // they would all inherit that one core (engine/placement.hpp).
+  dtrain::engine::widen_initial_thread();
   const std::string cmd = argc >= 2 ? argv[1] : "";
   const std::vector<std::string> args(argc >= 2 ? argv + 2 : argv + argc, argv + argc);
   const bool mpi = cmd == "train" || cmd == "bench" || cmd == "tune";  // tune: ping-pong

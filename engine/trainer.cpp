@@ -3,10 +3,12 @@
 //
 // Phases: the TrainJob (validation: every usage error, on every rank), a
 // barrier, the liveness ring (comm/watchdog.hpp, --heartbeat-timeout; every
-// rank but in a 1-rank job), rank 0's run folder (engine/run_folder.hpp), the
-// exchange (every rank but in a 1-rank job) with the start-up broadcast of
-// rank 0's parameters, then the role: a ServerLoop on the parameter servers, a
-// WorkerLoop (with its Evaluator and RunRecorder) on the workers; last, rank 0
+// rank but in a 1-rank job), rank 0's placement table (engine/placement.hpp:
+// host, CPUs and GPU of every rank), rank 0's run folder
+// (engine/run_folder.hpp), the exchange (every rank but in a 1-rank job) with
+// the start-up broadcast of rank 0's parameters, then the role: a ServerLoop
+// on the parameter servers, a WorkerLoop (with its Evaluator and RunRecorder)
+// on the workers; last, rank 0
 // saves the parameters and buffers (--save-params), and every rank sends its
 // timeline to rank 0, which writes it (--timeline, engine/timeline.hpp; its
 // first clock measurement comes before the exchange). Start-up broadcast and
@@ -27,6 +29,7 @@
 #include "core/log.hpp"
 #include "engine/checkpoint.hpp"
 #include "engine/exit.hpp"
+#include "engine/placement.hpp"
 #include "engine/tune.hpp"
 #include "engine/preemption.hpp"
 #include "engine/run_folder.hpp"
@@ -152,6 +155,7 @@ TrainResult train(const TrainConfig& cfg, MPI_Comm world_comm) {
   // (a rank that failed is in the exit agreement, engine/exit.hpp, and never
   // reaches this barrier: the job ends without a run folder).
   DT_CHECK_MPI(MPI_Barrier(world_comm));
+  log_placement(job);  // rank 0 prints where every rank runs: host, CPUs, GPU
   TrainResult result;
   result.nodes = job.topo.num_nodes();
   RunOutputs out;

@@ -208,4 +208,10 @@ std::vector<std::string> available_backends();
 // Threads used by the CPU kernels (OpenMP for oneDNN, OpenBLAS's own pool).
 void set_cpu_threads(int threads);
 
+// The CPUs of the OpenMP runtime's places (OMP_PLACES), ascending; empty when
+// OpenMP binds no thread (OMP_PROC_BIND unset or false). With a binding, the
+// runtime built its places from the CPUs the process started with and bound
+// the initial thread to the first place: the union is the process's CPU set.
+std::vector<int> cpu_place_cpus();
+
 }  // namespace dtrain::layers

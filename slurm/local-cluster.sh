@@ -23,9 +23,11 @@
 #
 # Facts verified on Debian 12 containers without systemd (see issue 6): munged
 # is started by hand on its own socket and Slurm finds it through
-# AuthInfo=socket=…; proctrack/linuxproc and task/none (no cgroup plugins —
+# AuthInfo=socket=…; proctrack/linuxproc and task/affinity (no cgroup plugins —
 # but slurmd 22.05 still stops at start-up unless /sys/fs/cgroup is mounted,
 # even read-only, as scripts/fresh-machine-check.sh found in a chroot);
+# task/affinity binds each task with sched_setaffinity, no cgroup needed, so
+# srun --cpu-bind is real here (DTRAIN_SLURM_TASK_PLUGIN=task/none: no binding);
 # select/cons_tres; MpiDefault=pmix (pmi2 does not work with Debian's OpenMPI);
 # the node is NodeName=localhost NodeAddr=127.0.0.1 with the machine's CPUs,
 # sockets and cores, and slurmd runs with -N localhost; MailProg=/bin/true.
@@ -58,7 +60,8 @@
 # with them first. A `start` that fails stops what it started (the state folder
 # is kept for its logs).
 # Environment: DTRAIN_SLURM_PARTITION (default "local"), DTRAIN_SLURM_KEEP,
-# DTRAIN_SLURM_CRED_EXPIRE, DTRAIN_SLURM_NODE_CPUS (--nodes only).
+# DTRAIN_SLURM_CRED_EXPIRE, DTRAIN_SLURM_TASK_PLUGIN (default task/affinity),
+# DTRAIN_SLURM_NODE_CPUS (--nodes only).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -109,7 +112,7 @@ new_state_dir() {
       die "$prog not found: install Debian's slurm-wlm and munge (scripts/setup-deps.sh)"
   done
   export PATH="$PATH:/usr/sbin"
-  mkdir -p "$d/munge" "$d/ctld" "$d/spool" "$d/log"
+  mkdir -p "$d/munge" "$d/ctld" "$d/spool" "$d/log" "$d/tmp"
   chmod 700 "$d" "$d/munge"
   : >"$d/pids"
 }
@@ -161,7 +164,7 @@ SlurmctldLogFile=$d/log/slurmctld.log
 SlurmctldDebug=info
 SlurmdDebug=info
 ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
+TaskPlugin=${DTRAIN_SLURM_TASK_PLUGIN:-task/affinity}
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
@@ -196,6 +199,10 @@ start() {
     echo "SlurmdSpoolDir=$d/spool"
     echo "SlurmdPidFile=$d/slurmd.pid"
     echo "SlurmdLogFile=$d/log/slurmd.log"
+    # A /tmp of its own: PMIx makes each step's client folder
+    # spmix_appdir_<uid>_<job>.<step> under TmpFS, and two clusters on one
+    # machine (two test runs) number their jobs alike.
+    echo "TmpFS=$d/tmp"
     conf_common "$d"
     echo "NodeName=localhost NodeAddr=127.0.0.1 CPUs=$cpus Sockets=$sockets CoresPerSocket=$cores ThreadsPerCore=$threads RealMemory=$mem State=UNKNOWN"
     echo "PartitionName=$part Nodes=localhost Default=YES MaxTime=INFINITE State=UP"
