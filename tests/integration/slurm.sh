@@ -191,7 +191,7 @@ lout="$T/limit/it-limit-$tid.out" lm="$T/limit/runs/it-limit-$tid/metrics.jsonl"
 [ "${res%% *}" = TIMEOUT ] || { cat "$lout" >&2; fail "time-limit job $tid ended $res, wanted TIMEOUT"; }
 [ "$(job_field "$tid" Restarts)" = 0 ] || fail "time-limit job $tid was requeued"
 grep -qF "the job ends TIMEOUT" "$lout" || { cat "$lout" >&2; fail "time-limit job $tid: no 'the job ends TIMEOUT' line"; }
-log_last=$(grep -oE 'step [0-9]+/' "$lout" | tail -1 | tr -dc 0-9)
+log_last=$(grep -oE '\(run step [0-9]+/' "$lout" | tail -1 | tr -dc 0-9)
 m_last=$(grep -F '"kind":"step"' "$lm" | tail -1 | grep -oE '"step":[0-9]+' | tr -dc 0-9)
 [ -n "$log_last" ] && [ -n "$m_last" ] && [ "$m_last" -ge "$log_last" ] ||
   { tail -n 5 "$lout" >&2; fail "time-limit job $tid: last step logged ${log_last:-none}, last in its metrics ${m_last:-none}"; }
