@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The Slurm scripts against a real one-node Slurm (slurm/local-cluster.sh):
-#  0. a train.sbatch job that reaches its time limit (--time=1, a compute
+#  0. (after 1) a train.sbatch job that reaches its time limit (--time=1, a compute
 #     stand-in that sleeps, so it costs no CPU while it waits) ends TIMEOUT,
 #     not requeued, with every log interval the log shows in its metrics;
 #  1. srun with a mismatched MPI plugin starts N singletons → the engine stops
@@ -54,15 +54,6 @@ data=(--train-data "$D/fashion-mnist-train.h5" --test-data "$D/fashion-mnist-tes
 # No checkpoint folders (tests/integration/slurm_requeue.sh tests them).
 export DTRAIN_CHECKPOINT_DIR=""
 
-# 0. A job that reaches its time limit: submitted first, checked last (it
-# waits out its minute while the rest runs). 150 ms of sleep per step: 400-600
-# steps in its 60-90 s, inside the first epoch (937 steps of 64 images).
-mkdir -p "$T/limit"
-tid=$(sbatch --parsable -D "$T/limit" --job-name=it-limit --ntasks=1 --cpus-per-task=1 --time=1 \
-        "$SRC/slurm/train.sbatch" "$SRC/jobs/fashion_lenet.ini" --train-data "$D/fashion-mnist-train.h5" \
-        --test-data "" --compute-stand-in-ms 150 --threads 1 --max-steps 100000 --log-interval 5) ||
-  fail "sbatch refused the time-limit job"
-
 # check_run NAME ID LOG METRICS: the job completed, printed its layout and
 # result, and its metrics hold step records and an accurate enough final epoch.
 check_run() {
@@ -99,6 +90,17 @@ out=$(cd "$T" && timeout 120 srun --mpi=none -n 2 --overcommit "$DTRAIN" train -
 [ "$rc" != 0 ] || fail "srun --mpi=none -n 2 succeeded: $out"
 ! grep -qF "dtrain: finished" <<<"$out" || fail "srun --mpi=none: a duplicate run trained → $out"
 echo "ok: plain srun --mpi=none -n 2 fails without training (exit $rc)"
+
+# 0. A job that reaches its time limit, without a checkpoint folder (the
+# compute stand-in takes none): submitted after the direct sruns of 1 (not
+# beside them), checked last (it
+# waits out its minute while the rest runs). 150 ms of sleep per step: 400-600
+# steps in its 60-90 s, inside the first epoch (937 steps of 64 images).
+mkdir -p "$T/limit"
+tid=$(sbatch --parsable -D "$T/limit" --job-name=it-limit --ntasks=1 --cpus-per-task=1 --time=1 \
+        "$SRC/slurm/train.sbatch" "$SRC/jobs/fashion_lenet.ini" --train-data "$D/fashion-mnist-train.h5" \
+        --test-data "" --compute-stand-in-ms 150 --threads 1 --max-steps 100000 --log-interval 5) ||
+  fail "sbatch refused the time-limit job"
 
 # 2. train.sbatch, 5 tasks hybrid, via srun (MpiDefault=pmix) with -D and a
 # relative job file, and via mpirun. The per-worker minibatch 16 keeps the
@@ -191,6 +193,9 @@ lout="$T/limit/it-limit-$tid.out" lm="$T/limit/runs/it-limit-$tid/metrics.jsonl"
 [ "${res%% *}" = TIMEOUT ] || { cat "$lout" >&2; fail "time-limit job $tid ended $res, wanted TIMEOUT"; }
 [ "$(job_field "$tid" Restarts)" = 0 ] || fail "time-limit job $tid was requeued"
 grep -qF "the job ends TIMEOUT" "$lout" || { cat "$lout" >&2; fail "time-limit job $tid: no 'the job ends TIMEOUT' line"; }
+# --signal=B:USR1@120 comes at once with a 1-minute limit: without a
+# checkpoint folder it must not reach the ranks (they have no stop handler).
+grep -qF "not forwarded (no checkpoint folder" "$lout" || { cat "$lout" >&2; fail "time-limit job $tid: the USR1 was not logged as not forwarded"; }
 log_last=$(grep -oE '\(run step [0-9]+/' "$lout" | tail -1 | tr -dc 0-9)
 m_last=$(grep -F '"kind":"step"' "$lm" | tail -1 | grep -oE '"step":[0-9]+' | tr -dc 0-9)
 [ -n "$log_last" ] && [ -n "$m_last" ] && [ "$m_last" -ge "$log_last" ] ||
