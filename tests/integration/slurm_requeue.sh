@@ -177,7 +177,7 @@ requeue_case() {
   ends=$(grep -F '"kind":"run"' "$m" | grep -oE '"end":"[a-z]+"' | tr '\n' ' ')
   [ "$ends" = '"end":"checkpointed" "end":"done" ' ] || fail "$name: run records of $m end $ends, wanted checkpointed then done"
   local s_first s_last
-  s_first=$(grep -F '"kind":"step"' "$m" | head -1 | grep -oE '"step":[0-9]+' | tr -dc 0-9)
+  s_first=$(grep -m1 -F '"kind":"step"' "$m" | grep -oE '"step":[0-9]+' | tr -dc 0-9)
   s_last=$(grep -F '"kind":"step"' "$m" | tail -1 | grep -oE '"step":[0-9]+' | tr -dc 0-9)
   [ "${s_first:-0}" -gt 0 ] && [ "$s_first" -le "$at" ] && [ "${s_last:-0}" = "$steps" ] ||
     fail "$name: $m's step records run from ${s_first:-none} to ${s_last:-none}, not from the first start's (≤ $at) to the last step ($steps)"
