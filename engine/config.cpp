@@ -174,6 +174,7 @@ struct Options {
       ("runs-dir", def(&c.runs_dir), "parent of the run folders: each run writes into RUNS_DIR/RUN-NAME/N/ (N = 1, 2, …; RUNS_DIR/RUN-NAME/latest → the newest)")
       ("run-name", def(&c.run_name), "the run folder's name (default: the job file's name without .ini, else train)")
       ("overwrite", def(&c.overwrite), "allow an explicit --metrics / --save-params / --timeline file that exists to be replaced")
+      ("metrics-append", def(&c.metrics_append), "an explicit --metrics file that exists is appended to, not refused or replaced (true | false): every start of one requeued batch job writes one file (slurm/train.sbatch)")
       ("timeline", def(&c.timeline), "a Chrome-trace / Perfetto JSON of every rank's steps, compute, loader waits, transfers and server updates (docs/timeline.md): \"\" = off; auto = timeline.json in the run folder; a file that exists is refused unless --overwrite true")
       ("timeline-steps", def(&c.timeline_steps), "--timeline records the first N steps of the run (from the resume point on a resumed run)")
       ("checkpoint-dir", def(&c.checkpoint_dir), "folder of this job's checkpoints (\"\": none); keep it the same across restarts of the job (docs/reliability.md)")

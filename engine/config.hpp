@@ -100,6 +100,7 @@ struct TrainConfig {
   std::string runs_dir = "runs";     // parent of the run folders
   std::string run_name;              // "" = the job file's stem, else "train"
   bool overwrite = false;            // an explicit existing metrics/save-params/timeline file may be replaced
+  bool metrics_append = false;       // an explicit metrics file that exists is appended to (the starts of one requeued job)
   // Timeline (engine/timeline.hpp, docs/timeline.md): "" = off; auto =
   // timeline.json in the run folder; a path = that file (Trace Event Format JSON).
   std::string timeline;

@@ -7,12 +7,12 @@
 
 namespace dtrain::engine {
 
-MetricsWriter::MetricsWriter(const std::string& path) {
+MetricsWriter::MetricsWriter(const std::string& path, bool append) {
   if (path.empty()) return;
   auto parent = std::filesystem::path(path).parent_path();
   std::error_code ec;
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-  f_ = std::fopen(path.c_str(), "w");
+  f_ = std::fopen(path.c_str(), append ? "a" : "w");
   if (f_ == nullptr) DT_USAGE("option 'metrics': cannot open '", path, "' for writing");
 }
 

@@ -28,8 +28,9 @@ namespace dtrain::engine {
 class MetricsWriter {
  public:
   MetricsWriter() = default;
-  // path "" = no file (write() does nothing). Throws UsageError if it cannot be opened.
-  explicit MetricsWriter(const std::string& path);
+  // path "" = no file (write() does nothing); append: continue an existing
+  // file instead of truncating it. Throws UsageError if it cannot be opened.
+  explicit MetricsWriter(const std::string& path, bool append = false);
   ~MetricsWriter();
   MetricsWriter(const MetricsWriter&) = delete;
   MetricsWriter& operator=(const MetricsWriter&) = delete;

@@ -100,7 +100,15 @@ std::string run_name(const TrainConfig& cfg) {
 
 void check_outputs(const TrainConfig& cfg) {
   const bool any_auto = is_auto(cfg.metrics) || is_auto(cfg.save_params) || is_auto(cfg.timeline);
-  if (!is_auto(cfg.metrics) && !cfg.metrics.empty()) check_explicit(cfg, "metrics", cfg.metrics);
+  if (!is_auto(cfg.metrics) && !cfg.metrics.empty()) {
+    if (cfg.metrics_append) {  // an existing file is continued, not replaced
+      TrainConfig appending = cfg;
+      appending.overwrite = true;
+      check_explicit(appending, "metrics", cfg.metrics);
+    } else {
+      check_explicit(cfg, "metrics", cfg.metrics);
+    }
+  }
   if (!is_auto(cfg.save_params) && !cfg.save_params.empty()) check_explicit(cfg, "save-params", cfg.save_params);
   if (!is_auto(cfg.timeline) && !cfg.timeline.empty()) check_explicit(cfg, "timeline", cfg.timeline);
   if (!cfg.metrics.empty() && !is_auto(cfg.metrics) && same_file(cfg.metrics, cfg.save_params))

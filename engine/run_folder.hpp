@@ -13,7 +13,8 @@
 //
 // An output given explicitly (--metrics F, --save-params F, --timeline F) goes to F instead;
 // an F that exists is refused (exit 2, naming the key and the file) unless
-// --overwrite true. "" turns an output off. A run folder is made only when at
+// --overwrite true; --metrics-append true continues an existing metrics file
+// instead (each start of a requeued job adds its records). "" turns an output off. A run folder is made only when at
 // least one output is left at its default ("auto").
 //
 // Nothing is written before validation: check_outputs() only looks (and

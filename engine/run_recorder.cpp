@@ -27,8 +27,8 @@ std::string clock_text(double s) {
 }  // namespace
 
 RunRecorder::RunRecorder(const std::string& metrics_path, bool rank0, int64_t planned_steps, int planned_epochs,
-                         int64_t steps_per_epoch, double compute_stand_in_ms)
-    : metrics_(metrics_path),
+                         int64_t steps_per_epoch, double compute_stand_in_ms, bool append)
+    : metrics_(metrics_path, append),
       rank0_(rank0),
       planned_steps_(planned_steps),
       planned_epochs_(planned_epochs),

@@ -62,8 +62,9 @@ class RunRecorder {
   // compute_stand_in_ms > 0: a stand-in run (engine/compute_stand_in.hpp):
   // every step and epoch record carries "compute_stand_in_ms", every progress
   // line "(compute stand-in X ms)".
+  // append: continue an existing metrics file (--metrics-append).
   RunRecorder(const std::string& metrics_path, bool rank0, int64_t planned_steps, int planned_epochs,
-              int64_t steps_per_epoch, double compute_stand_in_ms = 0);
+              int64_t steps_per_epoch, double compute_stand_in_ms = 0, bool append = false);
 
   // The run clock (elapsed, ETA); first_step: the steps done before (a resumed run).
   void start(int64_t first_step = 0) {

@@ -69,7 +69,7 @@ WorkerLoop::WorkerLoop(TrainJob& job, comm::Exchange* ex, const RunOutputs& out,
       from_(from),
       loader_(make_loader(job, from)),  // a prvalue: constructed in place (the Prefetcher does not move)
       recorder_(out.metrics, job.rank() == 0, job.planned_steps(), job.planned_epochs(), job.steps_per_epoch(),
-                job.cfg.compute_stand_in_ms),
+                job.cfg.compute_stand_in_ms, job.cfg.metrics_append),
       dev_(*job.backend, job.cfg.minibatch, job.net->input_shape(), job.classes()),
       loss_scale_(1.0f / static_cast<float>(job.global_batch())),
       agreement_(job.world_size > 1 ? job.topo.workers() : MPI_COMM_NULL),

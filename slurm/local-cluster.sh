@@ -31,6 +31,9 @@
 # select/cons_tres; MpiDefault=pmix (pmi2 does not work with Debian's OpenMPI);
 # the node is NodeName=localhost NodeAddr=127.0.0.1 with the machine's CPUs,
 # sockets and cores, and slurmd runs with -N localhost; MailProg=/bin/true.
+# No accounting database: each finished job is a line of the job completion
+# log STATE/jobcomp.log (JobCompType=jobcomp/filetxt), which
+# `sacct --completion` reads (slurm/report falls back to it).
 # More tasks than cores needs `--overcommit` on sbatch/srun. A requeued job
 # may start again cred_expire + 1 s after its requeue (Slurm's default
 # cred_expire is 120 s; here 15 s, DTRAIN_SLURM_CRED_EXPIRE, at least 5).
@@ -79,7 +82,7 @@ state_dir() {
 
 # free_port: a TCP port nobody listens on now (the kernel's choice).
 free_port() {
-  /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+  "${DTRAIN_PYTHON:-python3}" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
 
 # alive PID NAME: PID exists and runs NAME (guards against PID reuse).
@@ -167,7 +170,8 @@ ProctrackType=proctrack/linuxproc
 TaskPlugin=${DTRAIN_SLURM_TASK_PLUGIN:-task/affinity}
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/none
+JobCompType=jobcomp/filetxt
+JobCompLoc=$d/jobcomp.log
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 SchedulerType=sched/backfill

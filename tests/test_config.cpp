@@ -95,6 +95,10 @@ TEST_CASE("outputs default to the run folder, help shows readable defaults", "[c
   CHECK(c.save_params == "auto");
   CHECK(c.runs_dir == "runs");
   CHECK_FALSE(c.overwrite);
+  CHECK_FALSE(c.metrics_append);
+  TrainConfig a;
+  REQUIRE(parse_train_args({"--train-data", "x.h5", "--metrics", "m.jsonl", "--metrics-append", "true"}, a));
+  CHECK(a.metrics_append);
   const std::string help = dtrain::engine::train_help();
   CHECK_THAT(help, Catch::Contains("--lr arg (=0.01)"));
   CHECK_THAT(help, Catch::Contains("--momentum arg (=0.9)"));

@@ -1,16 +1,28 @@
 #!/usr/bin/env bash
 # The Slurm scripts against a real one-node Slurm (slurm/local-cluster.sh):
+#  0. (after 1) a train.sbatch job that reaches its time limit (--time=1, a compute
+#     stand-in that sleeps, so it costs no CPU while it waits) ends TIMEOUT,
+#     not requeued, with every log interval the log shows in its metrics;
 #  1. srun with a mismatched MPI plugin starts N singletons → the engine stops
 #     with its SLURM_NTASKS message (exit 2) instead of N duplicate runs;
 #  2. slurm/train.sbatch, Fashion-MNIST LeNet-5, 5 tasks in hybrid mode
 #     (2 virtual nodes × 2 workers + 1 server), once through srun (no --mpi: the
-#     cluster's MpiDefault=pmix, as a site default would hold)
-#     and once through mpirun: both finish, reach the accuracy, write metrics;
-#  3. slurm/sweep over 1, 2 and 4 workers with its report job: report.csv has
-#     a row per point and both PNGs are real images of a sensible size.
+#     cluster's MpiDefault=pmix, as a site default would hold) with
+#     `sbatch -D` and a job file relative to it, once through mpirun: both
+#     finish, reach the accuracy, write metrics; the -D job's log
+#     (%x-%j.out) and run folder (runs/%x-%j/: job.ini, batch-script,
+#     command.txt, nodes.txt, env.txt, metrics.jsonl, params.h5) are under -D,
+#     nothing in the submit folder;
+#  3. slurm/sweep with an impossible point (64 nodes on this one) submits
+#     nothing and names the point; a 2-point sweep (1 and 2 workers) with 2
+#     repeats of 5 warm-up + 20 timed steps and its report job: report.csv has
+#     both points with both jobs COMPLETED (sacct), their node lists, the
+#     prediction; each job's run folder holds its files; both PNGs are real
+#     images of a sensible size.
 # The cluster is stopped by an EXIT trap, also when a check fails. No Slurm or
 # munge on the machine is a FAILURE with a message, never a skip.
 # Usage: DTRAIN=build/dtrain WORK=dir SRC=repo bash tests/integration/slurm.sh
+# shellcheck disable=SC2015  # "A && B || fail …": fails when either check fails
 source "$(dirname "$0")/lib.sh"
 : "${SRC:?repository root}"
 D="$WORK/data"
@@ -19,23 +31,33 @@ rm -rf "$T"
 mkdir -p "$T"
 source "$IT_DIR/slurm_lib.sh"
 slurm_test_start "slurm test" "${DTRAIN_SLURM_TEST_BUDGET:-600}"
-/usr/bin/python3 -c 'import matplotlib' 2>/dev/null ||
-  fail "/usr/bin/python3 cannot import matplotlib: install python3-matplotlib (scripts/setup-deps.sh)"
+# The report's Python: DTRAIN_PYTHON, else the first python3 that has matplotlib
+# (slurm/ itself names none: slurm/sweep --python, default python3 on PATH).
+PY=${DTRAIN_PYTHON:-}
+if [ -z "$PY" ]; then
+  for c in python3 /usr/bin/python3; do
+    if "$c" -c 'import matplotlib' 2>/dev/null; then PY=$(command -v "$c"); break; fi
+  done
+fi
+[ -n "$PY" ] && "$PY" -c 'import matplotlib' 2>/dev/null ||
+  fail "no python3 with matplotlib (${DTRAIN_PYTHON:-python3, /usr/bin/python3}): install python3-matplotlib (scripts/setup-deps.sh) or set DTRAIN_PYTHON"
 [ -s "$D/fashion-mnist-train.h5" ] || fail "no $D/fashion-mnist-train.h5 (the it_data_convert fixture makes it)"
 slurm_cluster_up mpirun
 
+DTRAIN=$(cd "$(dirname "$DTRAIN")" && pwd)/$(basename "$DTRAIN")
 export DTRAIN
+unset DTRAIN_RUN_DIR DTRAIN_ARGS DTRAIN_JOB
 cd "$SRC" || fail "no $SRC"
+# Jobs are submitted from the source tree; nothing may land there.
+src_before=$(git -C "$SRC" status --porcelain --untracked-files=all 2>/dev/null | sort | md5sum)
 data=(--train-data "$D/fashion-mnist-train.h5" --test-data "$D/fashion-mnist-test.h5")
-nosave=(--save-params "")  # no run folders in the source tree (jobs run from it)
-# Nor checkpoint folders: train.sbatch's default is checkpoints/ under the
-# submit folder (tests/integration/slurm_requeue.sh tests it).
+# No checkpoint folders (tests/integration/slurm_requeue.sh tests them).
 export DTRAIN_CHECKPOINT_DIR=""
 
-# check_run NAME ID: the job completed, printed its layout and result, and
-# its metrics hold step records and an accurate enough final epoch.
+# check_run NAME ID LOG METRICS: the job completed, printed its layout and
+# result, and its metrics hold step records and an accurate enough final epoch.
 check_run() {
-  local name=$1 id=$2 res out="$T/$1.out" m="$T/$1/metrics.jsonl"
+  local name=$1 id=$2 out=$3 m=$4 res
   res=$(wait_job "$id")
   [ "$res" = "COMPLETED 0:0" ] || { cat "$out" >&2; fail "$name job $id ended $res"; }
   grep -qF "ranks:    5 = 4 worker(s) + 1 parameter server(s)" "$out" || { cat "$out" >&2; fail "$name: no layout line"; }
@@ -45,7 +67,7 @@ check_run() {
     json_field "$m" step "$f" >/dev/null || fail "$name: step record lacks $f"
   done
   local acc; acc=$(json_field "$m" epoch test_accuracy)
-  /usr/bin/python3 -c "import sys; sys.exit(0 if $acc >= 0.75 else 1)" ||
+  "$PY" -c "import sys; sys.exit(0 if $acc >= 0.75 else 1)" ||
     fail "$name: test accuracy $acc < 0.75 after one epoch on 12k images"
   echo "ok: $name (job $id): $res, test accuracy $acc, $(grep -c '"kind":"step"' "$m") step records"
 }
@@ -55,56 +77,107 @@ check_run() {
 # that falls back to singletons (or a task environment without SLURM_STEP_ID,
 # which is how OpenMPI is made to do it here) gives N one-rank worlds while
 # SLURM_NTASKS says N: the engine must stop with exit 2 naming SLURM_NTASKS.
-out=$(timeout 120 srun --mpi=none -n 2 --overcommit env -u SLURM_STEP_ID \
-        "$DTRAIN" train --job jobs/fashion_lenet.ini "${data[@]}" "${nosave[@]}" --max-steps 5 \
+nosave=(--save-params "")
+out=$(cd "$T" && timeout 120 srun --mpi=none -n 2 --overcommit env -u SLURM_STEP_ID \
+        "$DTRAIN" train --job "$SRC/jobs/fashion_lenet.ini" "${data[@]}" "${nosave[@]}" --max-steps 5 \
         --max-test-samples 100 --metrics "$T/singletons.jsonl" 2>&1) && rc=0 || rc=$?
 [ "$rc" = 2 ] || fail "srun --mpi=none with 2 singletons: exit $rc, wanted 2 → $out"
 grep -qF SLURM_NTASKS <<<"$out" || fail "singletons: no message naming SLURM_NTASKS → $out"
 ! grep -qF "dtrain: finished" <<<"$out" || fail "singletons: a duplicate run trained → $out"
 echo "ok: 2 singletons under srun --mpi=none stopped with: $(grep -m1 SLURM_NTASKS <<<"$out")"
-out=$(timeout 120 srun --mpi=none -n 2 --overcommit "$DTRAIN" train --job jobs/fashion_lenet.ini \
+out=$(cd "$T" && timeout 120 srun --mpi=none -n 2 --overcommit "$DTRAIN" train --job "$SRC/jobs/fashion_lenet.ini" \
         "${data[@]}" "${nosave[@]}" --max-steps 5 --max-test-samples 100 --metrics "$T/plain.jsonl" 2>&1) && rc=0 || rc=$?
 [ "$rc" != 0 ] || fail "srun --mpi=none -n 2 succeeded: $out"
 ! grep -qF "dtrain: finished" <<<"$out" || fail "srun --mpi=none: a duplicate run trained → $out"
 echo "ok: plain srun --mpi=none -n 2 fails without training (exit $rc)"
 
-# 2. train.sbatch, 5 tasks hybrid, via srun (MpiDefault=pmix) and via mpirun. The
-# per-worker minibatch 16 keeps the global batch at the job file's 64.
+# 0. A job that reaches its time limit, without a checkpoint folder (the
+# compute stand-in takes none): submitted after the direct sruns of 1 (not
+# beside them), checked last (it
+# waits out its minute while the rest runs). 150 ms of sleep per step: 400-600
+# steps in its 60-90 s, inside the first epoch (937 steps of 64 images).
+mkdir -p "$T/limit"
+tid=$(sbatch --parsable -D "$T/limit" --job-name=it-limit --ntasks=1 --cpus-per-task=1 --time=1 \
+        "$SRC/slurm/train.sbatch" "$SRC/jobs/fashion_lenet.ini" --train-data "$D/fashion-mnist-train.h5" \
+        --test-data "" --compute-stand-in-ms 150 --threads 1 --max-steps 100000 --log-interval 5) ||
+  fail "sbatch refused the time-limit job"
+
+# 2. train.sbatch, 5 tasks hybrid, via srun (MpiDefault=pmix) with -D and a
+# relative job file, and via mpirun. The per-worker minibatch 16 keeps the
+# global batch at the job file's 64.
 short=(--mode hybrid --ps 1 --ranks-per-node 2 --minibatch 16 --max-train-samples 12000
        --max-test-samples 2000 --epochs 1 --log-interval 50)
-ids=()
-for launcher in srun mpirun; do
-  mkdir -p "$T/$launcher"
-  id=$(DTRAIN_LAUNCHER=$launcher sbatch --parsable --job-name="it-$launcher" --ntasks=5 \
-         --overcommit --cpus-per-task=1 --time=00:10:00 --output="$T/$launcher.out" \
-         slurm/train.sbatch jobs/fashion_lenet.ini "${data[@]}" "${nosave[@]}" "${short[@]}" \
-         --metrics "$T/$launcher/metrics.jsonl") || fail "sbatch ($launcher) refused the job"
-  ids+=("$id")
+W="$T/wd"
+mkdir -p "$W/jobs"
+cp "$SRC/jobs/fashion_lenet.ini" "$W/jobs/lenet.ini"
+sid=$(DTRAIN_LAUNCHER=srun sbatch --parsable -D "$W" --job-name=it-srun --ntasks=5 --overcommit \
+        --cpus-per-task=1 --time=00:10:00 "$SRC/slurm/train.sbatch" jobs/lenet.ini "${data[@]}" "${short[@]}") ||
+  fail "sbatch (srun, -D) refused the job"
+mkdir -p "$T/mpirun"
+mid=$(DTRAIN_LAUNCHER=mpirun sbatch --parsable -D "$T/mpirun" --job-name=it-mpirun --ntasks=5 --overcommit \
+        --cpus-per-task=1 --time=00:10:00 "$SRC/slurm/train.sbatch" "$SRC/jobs/fashion_lenet.ini" "${data[@]}" \
+        "${nosave[@]}" "${short[@]}" --metrics "$T/mpirun/metrics.jsonl") || fail "sbatch (mpirun) refused the job"
+run="$W/runs/it-srun-$sid"
+check_run srun "$sid" "$W/it-srun-$sid.out" "$run/metrics.jsonl"
+check_run mpirun "$mid" "$T/mpirun/it-mpirun-$mid.out" "$T/mpirun/metrics.jsonl"
+for f in job.ini batch-script command.txt nodes.txt env.txt metrics.jsonl params.h5; do
+  [ -s "$run/$f" ] || fail "-D job $sid: no $run/$f (run folder: $(ls "$run" 2>&1))"
 done
-check_run srun "${ids[0]}"
-check_run mpirun "${ids[1]}"
+cmp -s "$run/job.ini" "$W/jobs/lenet.ini" || fail "-D job $sid: job.ini is not a copy of the job file"
+grep -qx localhost "$run/nodes.txt" || fail "-D job $sid: nodes.txt lacks localhost: $(cat "$run/nodes.txt")"
+grep -qF -- "train --job jobs/lenet.ini" "$run/command.txt" &&
+  grep -qF -- "--metrics $run/metrics.jsonl --metrics-append true" "$run/command.txt" ||
+  fail "-D job $sid: command.txt lacks the dtrain command line: $(cat "$run/command.txt")"
+grep -qx "SLURM_JOB_ID=$sid" "$run/env.txt" || fail "-D job $sid: env.txt lacks SLURM_JOB_ID"
+echo "ok: -D job $sid: log $W/it-srun-$sid.out, run folder $run ($(ls "$run" | tr '\n' ' '))"
 
-# 3. A small sweep (1, 2, 4 workers, allreduce, one machine) and its report.
-slurm/sweep --out "$T/sweep" --virtual --nodes "1 2 4" --modes allreduce --time 00:10:00 \
-  --sbatch-arg=--cpus-per-task=1 jobs/fashion_lenet.ini -- "${data[@]}" \
-  --minibatch 32 --max-train-samples 6000 --max-test-samples 500 --epochs 1 --log-interval 5 ||
-  fail "slurm/sweep failed"
+# 3. The sweep. An impossible point (64 nodes here) is named and nothing is submitted.
+sweep_args=(--time 00:10:00 --shared --python "$PY" --sbatch-arg=--cpus-per-task=1
+            --report-sbatch-arg=--time=00:10:00 jobs/fashion_lenet.ini -- "${data[@]}" --minibatch 32)
+out=$(slurm/sweep --out "$T/rejected" --nodes "1 64" --modes allreduce "${sweep_args[@]}" 2>&1) && rc=0 || rc=$?
+[ "$rc" = 2 ] || fail "sweep with a 64-node point: exit $rc, wanted 2 → $out"
+grep -qF "point allreduce-n64x1-ps0 (64 ranks) rejected" <<<"$out" || fail "sweep: the rejected point is not named → $out"
+grep -qF "nothing submitted" <<<"$out" || fail "sweep: no 'nothing submitted' → $out"
+! grep -qF "allreduce-n01x1-ps0 (1 ranks) rejected" <<<"$out" || fail "sweep: the possible point was rejected → $out"
+[ ! -e "$T/rejected/points.tsv" ] && [ -z "$(ls "$T"/rejected/*/point.json 2>/dev/null)" ] ||
+  fail "sweep: a rejected sweep wrote points"
+! scontrol show job -o 2>/dev/null | grep -qF "$T/rejected/" || fail "sweep: a rejected sweep submitted a job"
+echo "ok: rejected sweep: $(grep -m1 'rejected by' <<<"$out")"
+
+# A 2-point sweep, 2 repeats each, 5 warm-up + 20 timed steps, and its report.
+slurm/sweep --out "$T/sweep" --virtual --nodes "1 2" --modes allreduce --repeats 2 --steps 20 \
+  --warmup-steps 5 --log-interval 5 "${sweep_args[@]}" || fail "slurm/sweep failed"
 rid=$(cat "$T/sweep/report.jobid")
 res=$(wait_job "$rid")
-[ "$res" = "COMPLETED 0:0" ] || { cat "$T"/sweep/report-*.out "$T"/sweep/*/slurm-*.out >&2; fail "report job $rid ended $res"; }
+[ "$res" = "COMPLETED 0:0" ] || { cat "$T"/sweep/report-*.out "$T"/sweep/*/*.out >&2; fail "report job $rid ended $res"; }
 cat "$T"/sweep/report-*.out
-/usr/bin/python3 - "$T/sweep" <<'PY' || fail "sweep report check failed"
-import csv, struct, sys
+"$PY" - "$T/sweep" <<'PY' || fail "sweep report check failed"
+import csv, json, os, struct, sys
 d = sys.argv[1]
 rows = list(csv.DictReader(open(f"{d}/report.csv")))
-assert len(rows) == 3, f"{len(rows)} rows in report.csv, wanted 3"
-assert sorted(int(r["workers"]) for r in rows) == [1, 2, 4], rows
+assert len(rows) == 2, f"{len(rows)} rows in report.csv, wanted 2"
+assert sorted(int(r["workers"]) for r in rows) == [1, 2], rows
 for r in rows:
     assert r["status"] == "ok", r
-    for k in ("images_per_s", "step_time_s", "t_compute_s", "r_o", "speedup", "alpha", "predicted_speedup"):
+    ids = r["job_ids"].split(";")
+    assert len(ids) == 2 and r["repeats"] == "2" and r["repeats_kept"] == "2", r
+    assert r["job_states"] == ";".join(f"{i}=COMPLETED" for i in ids), r
+    assert r["dropped"] == "", r
+    assert r["nodelists"] == "; ".join(f"{i}=localhost" for i in ids), r
+    assert r["warmup_steps"] == "5" and r["timed_steps"] == "20", r
+    for k in ("images_per_s", "images_per_s_min", "images_per_s_max", "step_time_s", "t_compute_s", "r_o",
+              "speedup", "speedup_min", "speedup_max", "alpha", "predicted_speedup"):
         assert r[k] != "" and float(r[k]) >= 0, (k, r)
-    assert float(r["images_per_s"]) > 0, r
+    assert float(r["images_per_s_min"]) <= float(r["images_per_s"]) <= float(r["images_per_s_max"]), r
     assert r["predicted_from"].startswith("dtrain report ("), r  # not fitted: engine/predict.cpp
+    for i in ids:  # each job's run folder
+        run = os.path.join(d, r["config"], i)
+        for f in ("job.ini", "command.txt", "nodes.txt", "env.txt", "metrics.jsonl", "params.h5"):
+            assert os.path.getsize(os.path.join(run, f)) > 0, (run, f)
+        assert "--max-steps 25" in open(os.path.join(run, "command.txt")).read(), run
+        steps = [json.loads(l) for l in open(os.path.join(run, "metrics.jsonl"))]
+        steps = [s["step"] for s in steps if s.get("kind") == "step"]
+        assert steps == [5, 10, 15, 20, 25], (run, steps)
 for png in ("speedup.png", "breakdown.png"):
     data = open(f"{d}/{png}", "rb").read()
     assert data[:8] == b"\x89PNG\r\n\x1a\n", f"{png} is not a PNG"
@@ -112,4 +185,22 @@ for png in ("speedup.png", "breakdown.png"):
     assert len(data) > 20000 and w >= 600 and h >= 400, f"{png}: {len(data)} bytes, {w}x{h}"
     print(f"ok: {png}: {w}x{h}, {len(data)} bytes")
 PY
-echo "ok: sweep of 3 points and its report ($(( SECONDS - t_start )) s so far)"
+echo "ok: sweep of 2 points × 2 repeats and its report ($(( SECONDS - t_start )) s so far)"
+
+# 0, checked: TIMEOUT, not requeued, the log's last interval in the metrics.
+res=$(wait_job "$tid")
+lout="$T/limit/it-limit-$tid.out" lm="$T/limit/runs/it-limit-$tid/metrics.jsonl"
+[ "${res%% *}" = TIMEOUT ] || { cat "$lout" >&2; fail "time-limit job $tid ended $res, wanted TIMEOUT"; }
+[ "$(job_field "$tid" Restarts)" = 0 ] || fail "time-limit job $tid was requeued"
+grep -qF "the job ends TIMEOUT" "$lout" || { cat "$lout" >&2; fail "time-limit job $tid: no 'the job ends TIMEOUT' line"; }
+# --signal=B:USR1@120 comes at once with a 1-minute limit: without a
+# checkpoint folder it must not reach the ranks (they have no stop handler).
+grep -qF "not forwarded (no checkpoint folder" "$lout" || { cat "$lout" >&2; fail "time-limit job $tid: the USR1 was not logged as not forwarded"; }
+log_last=$(grep -oE '\(run step [0-9]+/' "$lout" | tail -1 | tr -dc 0-9)
+m_last=$(grep -F '"kind":"step"' "$lm" | tail -1 | grep -oE '"step":[0-9]+' | tr -dc 0-9)
+[ -n "$log_last" ] && [ -n "$m_last" ] && [ "$m_last" -ge "$log_last" ] ||
+  { tail -n 5 "$lout" >&2; fail "time-limit job $tid: last step logged ${log_last:-none}, last in its metrics ${m_last:-none}"; }
+echo "ok: time-limit job $tid: $res, not requeued, metrics up to step $m_last (the log's last: $log_last)"
+
+src_after=$(git -C "$SRC" status --porcelain --untracked-files=all 2>/dev/null | sort | md5sum)
+[ "$src_before" = "$src_after" ] || fail "the jobs wrote into the source tree: $(git -C "$SRC" status --porcelain)"

@@ -5,7 +5,7 @@
 # checkpoint and complete, with final parameters bitwise equal to those of an
 # uninterrupted run of the same job (mpirun, no Slurm). LeNet-5 on
 # Fashion-MNIST, 1 thread per rank, a checkpoint every 50 steps, the default
-# checkpoint folder (checkpoints/<job name>-<job id> under the submit folder):
+# checkpoint folder (checkpoints/ in the job's run folder runs/<job name>-<job id>):
 #  1. srun, 2 ranks allreduce; scancel --signal=USR1 --batch: what Slurm does
 #     at --signal=B:USR1@T, T seconds before the time limit;
 #  2. mpirun, 3 ranks hybrid (2 workers + 1 server); scancel --signal=TERM
@@ -18,7 +18,8 @@
 # starts (restart 0, restart 1), the signals the script received, one stop
 # request and one checkpoint by the engine, the requeue, a resume from the
 # checkpoint the first start wrote (the folder's `latest` while the job
-# waited in the queue), one finished run; nothing of the job runs afterwards.
+# waited in the queue), one finished run, one metrics file in the run folder
+# with the records of both starts; nothing of the job runs afterwards.
 # The cluster is stopped by an EXIT trap, also when a check fails; no Slurm,
 # munge or mpirun on the machine is a FAILURE with a message, never a skip.
 # Usage: DTRAIN=build/dtrain COMPARE=build/dtrain_compare_params WORK=dir SRC=repo \
@@ -81,8 +82,9 @@ requeue_case() {
   id=$(DTRAIN_LAUNCHER=$launcher timeout 30 sbatch --parsable --requeue --signal=B:USR1@60 \
          --job-name="rq-$name" --ntasks="${layout_ranks[$l]}" --overcommit --cpus-per-task=1 --time=00:10:00 \
          --output="$out" "$SRC/slurm/train.sbatch" "$job" "${common[@]}" ${layout_args[$l]} \
-         --max-steps "$steps" --runs-dir "$T/$name/runs") || fail "$name: sbatch refused the job"
-  ckdir="$T/checkpoints/rq-$name-$id"
+         --max-steps "$steps") || fail "$name: sbatch refused the job"
+  local run="$T/runs/rq-$name-$id"  # train.sbatch's run folder (runs/%x-%j), kept across the requeue
+  ckdir="$run/checkpoints"
   echo "$name: job $id submitted ($launcher, $l, signals: $*)"
 
   # Wait for step $signal_at, then signal.
@@ -169,9 +171,21 @@ requeue_case() {
     { cat "$out" >&2; fail "$name: the second start did not finish the run"; }
   ! grep -qE 'received SIG|requeueing' <<<"$second" || { cat "$out" >&2; fail "$name: the second start was signalled or requeued"; }
 
+  # One metrics file for both starts (--metrics-append): the first start's
+  # run record says "checkpointed", the second's "done", steps from both.
+  local m="$run/metrics.jsonl" ends
+  ends=$(grep -F '"kind":"run"' "$m" | grep -oE '"end":"[a-z]+"' | tr '\n' ' ')
+  [ "$ends" = '"end":"checkpointed" "end":"done" ' ] || fail "$name: run records of $m end $ends, wanted checkpointed then done"
+  local s_first s_last
+  s_first=$(grep -m1 -F '"kind":"step"' "$m" | grep -oE '"step":[0-9]+' | tr -dc 0-9)
+  s_last=$(grep -F '"kind":"step"' "$m" | tail -1 | grep -oE '"step":[0-9]+' | tr -dc 0-9)
+  [ "${s_first:-0}" -gt 0 ] && [ "$s_first" -le "$at" ] && [ "${s_last:-0}" = "$steps" ] ||
+    fail "$name: $m's step records run from ${s_first:-none} to ${s_last:-none}, not from the first start's (≤ $at) to the last step ($steps)"
+  [ "$(grep -c '^# restart' "$run/command.txt")" = 2 ] || fail "$name: $run/command.txt does not hold both starts"
+
   # The final parameters: those of the uninterrupted run, bit for bit.
-  local p="$T/$name/runs/fashion_lenet/latest/params.h5"
-  [ -s "$p" ] || { ls -laR "$T/$name/runs" >&2 || true; fail "$name: no $p"; }
+  local p="$run/params.h5"
+  [ -s "$p" ] || { ls -laR "$run" >&2 || true; fail "$name: no $p"; }
   "$COMPARE" "$ref" "$p" 0 || fail "$name: final parameters differ from the uninterrupted run's ($ref vs $p)"
   echo "ok: $name (job $id): signalled at step $at, checkpointed step $ck_step, requeued, resumed from $latest, COMPLETED 0:0 after 1 restart; params.h5 bitwise equal to the uninterrupted $l run"
 }

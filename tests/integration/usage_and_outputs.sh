@@ -97,6 +97,13 @@ expect_exit 2 "option 'metrics': 'm.jsonl' exists" -- "$DTRAIN" train "${one[@]}
 "$DTRAIN" train "${one[@]}" --metrics m.jsonl --save-params "" --overwrite true --seed 2 > /dev/null
 [ "$(sha256sum m.jsonl)" != "$sum" ] || fail "--overwrite true did not replace m.jsonl"
 echo "ok: explicit outputs refused when they exist, replaced with --overwrite"
+# --metrics-append true continues the file (each start of a requeued Slurm job adds its records).
+before=$(wc -l < m.jsonl) sum=$(sha256sum < m.jsonl)
+"$DTRAIN" train "${one[@]}" --metrics m.jsonl --save-params "" --metrics-append true > /dev/null
+[ "$(head -n "$before" m.jsonl | sha256sum)" = "$sum" ] || fail "--metrics-append changed the existing records"
+[ "$(wc -l < m.jsonl)" = $((2 * before)) ] || fail "--metrics-append: $(wc -l < m.jsonl) lines, wanted $((2 * before))"
+[ "$(grep -c '"kind":"run"' m.jsonl)" = 2 ] || fail "--metrics-append: not two run records"
+echo "ok: --metrics-append true appends to an existing metrics file"
 
 # 5. --help shows defaults as a person writes them.
 help=$("$DTRAIN" train --help)
