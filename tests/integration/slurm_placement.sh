@@ -11,9 +11,8 @@
 #     SET gpu G") shows workers 2r, 2r+1 on the job's node r+1 and server s on
 #     its node s mod N + 1, the engine groups the workers into N nodes of 2,
 #     and every rank is bound to the CPUs srun's --cpu-bind=mask_cpu gave its
-#     task on the node (the workers, local tasks 0 and 1, one CPU each, CPUs 0
-#     and 1; the server, local task 2, all the machine's CPUs), inside the
-#     CPUs Slurm gave the job there (scontrol show job -d);
+#     task on the node (all the node's CPUs: see 2. below for why not fewer),
+#     inside the CPUs Slurm gave the job there (scontrol show job -d);
 #  3. the default binding (--cpu-bind=cores) where the tasks fit the cores:
 #     `sbatch -N 2 --ntasks=4` (2 allreduce workers per node, 2 steps) binds
 #     each rank to one core of its own;
@@ -74,13 +73,16 @@ id=$(sbatch --parsable --job-name=pl-fit -N 2 --ntasks=4 --cpus-per-task=1 --tim
 
 # 2. Spread on 2 and 4 nodes (and 3.): submitted together, they run one after the other.
 ncpu=$(nproc --all)
-# mask_cpu: local task i < ncpu on CPU i, task ncpu (a node's server) on all of them.
+# mask_cpu: every task of a node on all its CPUs. (One CPU per worker and all
+# for the server was tried first: the 3 tasks of a node then share 2 CPUs, and
+# with each rank's threads pinned to one CPU the 2-node job stalled at its
+# first step in 2 of 5 runs on a loaded machine. The binding to one core of
+# its own is checked in 3., where the tasks fit the cores.)
 masks="" all=$(( (1 << ncpu) - 1 ))
-for ((c = 0; c < ncpu; c++)); do masks+=$(printf '0x%x,' $((1 << c))); done
-masks+=$(printf '0x%x' "$all")
+for ((c = 0; c <= ncpu; c++)); do masks+=$(printf '0x%x,' "$all"); done
+masks=${masks%,}
 want_cpus() {  # LOCAL_TASK: the CPU list mask_cpu gives it
-  local i=$(($1 % (ncpu + 1)))
-  if [ "$i" -lt "$ncpu" ]; then echo "$i"; elif [ "$ncpu" = 1 ]; then echo 0; else echo "0-$((ncpu - 1))"; fi
+  if [ "$ncpu" = 1 ]; then echo 0; else echo "0-$((ncpu - 1))"; fi
 }
 submit() {  # NODES: the job id
   OMPI_MCA_mpi_yield_when_idle=1 DTRAIN_SRUN_CPU_BIND=mask_cpu:$masks sbatch --parsable --job-name="pl-n$1" -N "$1" --ntasks=$((2 * $1 + 2)) \
