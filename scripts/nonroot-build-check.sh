@@ -73,6 +73,7 @@ shadowed() {
 # ---------------------------------------------------------------------------
 user_part() {
   local work=$1 jobs=$2
+  SECONDS=$3 t_start=0  # the phases' times count from the root part's start
   local prefix=$work/prefix src=$work/src run=$work/run
   local arch; arch=$(gcc -dumpmachine)
   [ "$(id -u)" != 0 ] || failed "the user part runs as root"
@@ -92,7 +93,11 @@ user_part() {
 
   # 5. What was used: cache paths, link line, headers, run-time libraries.
   local leaks="" l
-  l=$(sed -nE 's/^[A-Za-z_][^:#]*:(FILEPATH|PATH)=(\/.*)/\2/p' "$bdir/CMakeCache.txt" | tr ';' '\n' | shadowed "$prefix" | sort -u)
+  # (Files, and the folders of CMake packages (dnnl_DIR, Boost_DIR, ...); an
+  # include folder such as /usr/include names no file: the headers are checked
+  # below, from the compiler's own list.)
+  l=$(sed -nE -e '/_(INCLUDE|LIBRARY)_DIRS?:/d' -e 's/^[A-Za-z_][^:#]*(:FILEPATH|_DIR:PATH)=(\/.*)/\2/p' \
+        "$bdir/CMakeCache.txt" | tr ';' '\n' | shadowed "$prefix" | sort -u)
   [ -z "$l" ] || leaks+="CMakeCache.txt names the system's copies of: $(echo $l); "
   l=$(tr ' ' '\n' <"$bdir/CMakeFiles/dtrain.dir/link.txt" | grep '^/' |
       while read -r f; do if [ -f "$f" ]; then echo "$f"; fi; done | shadowed "$prefix" | sort -u)
@@ -120,7 +125,7 @@ user_part() {
   [ -z "$leaks" ] || failed "the build did not use the prefix only: $leaks"
   say "checked: $(grep -cE "=> $prefix/" <<<"$ldd_out") of dtrain's $(grep -c '=>' <<<"$ldd_out") libraries come from the prefix" \
       "(the rest: glibc, the compiler's runtime, and the libraries' own system dependencies); no file the prefix has" \
-      "was taken from /usr by CMake ($(grep -cE ':(FILEPATH|PATH)=' "$bdir/CMakeCache.txt") cache paths), the linker or" \
+      "was taken from /usr by CMake ($(grep -cE ':FILEPATH=|_DIR:PATH=' "$bdir/CMakeCache.txt") cache paths), the linker or" \
       "the compiler ($ndeps dependency files)"
   say "dtrain's RUNPATH: $(readelf -d "$bin" | sed -nE 's/.*(RUNPATH|RPATH).*\[(.*)\]/\2/p' | cut -c1-300)"
 
@@ -268,7 +273,7 @@ root_part() {
     env -i PATH="$prefix/usr/bin:/usr/local/bin:/usr/bin:/bin" HOME="$work/home" TMPDIR="$work/tmp" \
       LANG=C.UTF-8 USER="$user" LOGNAME="$user" SHELL=/bin/bash TERM="${TERM:-dumb}" \
       LD_LIBRARY_PATH="$libdir:$prefix/lib/$arch" OPAL_PREFIX="$prefix/usr" \
-      bash "$work/src/scripts/nonroot-build-check.sh" --user-part "$work" "$jobs" ||
+      bash "$work/src/scripts/nonroot-build-check.sh" --user-part "$work" "$jobs" "$((SECONDS - t_start))" ||
     failed "the user part failed (its output above)"
   phase "done"
   echo "nonroot build check PASSED: built and trained as $user (uid $uid) against $prefix only, in $((SECONDS - t_start)) s"
@@ -276,7 +281,7 @@ root_part() {
 
 if [ "${1:-}" = --user-part ]; then
   user_part=1
-  user_part "$2" "$3"
+  user_part "$2" "$3" "$4"
   exit 0
 fi
 jobs=${DTRAIN_BUILD_JOBS:-$(nproc)} keep=0
