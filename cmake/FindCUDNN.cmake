@@ -16,7 +16,7 @@ if(CUDAToolkit_LIBRARY_ROOT)
   list(APPEND _cudnn_hints ${CUDAToolkit_LIBRARY_ROOT})
 endif()
 find_path(CUDNN_INCLUDE_DIR cudnn.h HINTS ${_cudnn_hints} PATH_SUFFIXES include)
-find_library(CUDNN_LIBRARY NAMES cudnn libcudnn.so.9 HINTS ${_cudnn_hints} PATH_SUFFIXES lib64 lib)
+find_library(CUDNN_LIBRARY NAMES cudnn libcudnn.so.9 NAMES_PER_DIR HINTS ${_cudnn_hints} PATH_SUFFIXES lib64 lib)
 unset(_cudnn_hints)
 
 if(CUDNN_INCLUDE_DIR)

@@ -75,7 +75,6 @@ user_part() {
   local work=$1 jobs=$2
   SECONDS=$3 t_start=0  # the phases' times count from the root part's start
   local prefix=$work/prefix src=$work/src run=$work/run
-  local arch; arch=$(gcc -dumpmachine)
   [ "$(id -u)" != 0 ] || failed "the user part runs as root"
   say "user part as $(id -un 2>/dev/null || id -u) (uid $(id -u)); PATH=$PATH"
   if touch "$prefix/.w" 2>/dev/null; then rm -f "$prefix/.w"; failed "the user can write into the prefix"; fi
@@ -96,8 +95,9 @@ user_part() {
   # (Files, and the folders of CMake packages (dnnl_DIR, Boost_DIR, ...); an
   # include folder such as /usr/include names no file: the headers are checked
   # below, from the compiler's own list.)
-  l=$(sed -nE -e '/_(INCLUDE|LIBRARY)_DIRS?:/d' -e 's/^[A-Za-z_][^:#]*(:FILEPATH|_DIR:PATH)=(\/.*)/\2/p' \
-        "$bdir/CMakeCache.txt" | tr ';' '\n' | shadowed "$prefix" | sort -u)
+  local cached; cached=$(sed -nE -e '/_(INCLUDE|LIBRARY)_DIRS?:/d' \
+      -e 's/^[A-Za-z_][^:#]*(:FILEPATH|_DIR:PATH)=(\/.*)/\2/p' "$bdir/CMakeCache.txt" | tr ';' '\n')
+  l=$(shadowed "$prefix" <<<"$cached" | sort -u)
   [ -z "$l" ] || leaks+="CMakeCache.txt names the system's copies of: $(echo $l); "
   l=$(tr ' ' '\n' <"$bdir/CMakeFiles/dtrain.dir/link.txt" | grep '^/' |
       while read -r f; do if [ -f "$f" ]; then echo "$f"; fi; done | shadowed "$prefix" | sort -u)
@@ -125,7 +125,7 @@ user_part() {
   [ -z "$leaks" ] || failed "the build did not use the prefix only: $leaks"
   say "checked: $(grep -cE "=> $prefix/" <<<"$ldd_out") of dtrain's $(grep -c '=>' <<<"$ldd_out") libraries come from the prefix" \
       "(the rest: glibc, the compiler's runtime, and the libraries' own system dependencies); no file the prefix has" \
-      "was taken from /usr by CMake ($(grep -cE ':FILEPATH=|_DIR:PATH=' "$bdir/CMakeCache.txt") cache paths), the linker or" \
+      "was taken from /usr by CMake ($(wc -l <<<"$cached") cache paths), the linker or" \
       "the compiler ($ndeps dependency files)"
   say "dtrain's RUNPATH: $(readelf -d "$bin" | sed -nE 's/.*(RUNPATH|RPATH).*\[(.*)\]/\2/p' | cut -c1-300)"
 
