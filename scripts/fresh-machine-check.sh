@@ -59,7 +59,7 @@
 #                        command 1 / 2 (defaults 1200 / 1200; here, on 2
 #                        cores, command 1 took 4-12 min, command 2 1.5-4.5)
 #   DTRAIN_FRESH_NONROOT_TIMEOUT  seconds for command 3 (default 1200; here,
-#                        on 2 cores, NONROOT_MEASURED)
+#                        on 2 shared cores, 344 s: a 5.5-min build)
 #   DTRAIN_FRESH_SAME_CLONE=1  run command 2 in command 1's clone
 # Tools of the check, not of the project (so not in scripts/setup-deps.sh):
 # debootstrap (installed here with apt-get when missing), git, util-linux.
