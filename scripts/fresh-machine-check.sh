@@ -353,8 +353,8 @@ classify_readme() {
   fi
 }
 
-# The non-root check fetches the .debs apt's cache lacks (debootstrap's own,
-# e.g. zlib1g) with apt-get download: a failure of that download is NOT RUN.
+# The non-root check takes its .debs from apt's cache and fetches any it lacks
+# with apt-get download: a failure of that download is NOT RUN.
 classify_nonroot() {
   local log=$logs/nonroot-build-check.log
   [ "$1" != 0 ] || return 0
