@@ -4,7 +4,11 @@
 # a clean clone of this repository's HEAD (committed state, as CI sees it) in
 # it at /root/dtrain, and runs there, as root, with a clean environment:
 #   1. scripts/run-main.sh    2. scripts/run-tests.sh
-# exactly as the README writes them. Run by .ci/run after the normal suite.
+# exactly as the README writes them, then
+#   3. scripts/nonroot-build-check.sh (in command 1's clone): dtrain built and
+#      trained as an unprivileged user against a prefix of unpacked .debs
+#      (README.md, "On a cluster"), not against the packages command 1 installed.
+# Run by .ci/run after the normal suite.
 # Needs root (debootstrap, mount, chroot). Usage: scripts/fresh-machine-check.sh
 #
 # Result (last line): "fresh-machine check PASSED" (exit 0); "fresh-machine
@@ -54,6 +58,8 @@
 #   DTRAIN_FRESH_MAIN_TIMEOUT / DTRAIN_FRESH_TESTS_TIMEOUT  seconds for
 #                        command 1 / 2 (defaults 1200 / 1200; here, on 2
 #                        cores, command 1 took 4-12 min, command 2 1.5-4.5)
+#   DTRAIN_FRESH_NONROOT_TIMEOUT  seconds for command 3 (default 1200; here,
+#                        on 2 shared cores, 344 s: a 5.5-min build)
 #   DTRAIN_FRESH_SAME_CLONE=1  run command 2 in command 1's clone
 # Tools of the check, not of the project (so not in scripts/setup-deps.sh):
 # debootstrap (installed here with apt-get when missing), git, util-linux.
@@ -65,6 +71,7 @@ WORK_PARENT=${DTRAIN_FRESH_WORKDIR:-/var/tmp}
 TRIES=${DTRAIN_FRESH_TRIES:-3}
 MAIN_TIMEOUT=${DTRAIN_FRESH_MAIN_TIMEOUT:-1200}
 TESTS_TIMEOUT=${DTRAIN_FRESH_TESTS_TIMEOUT:-1200}
+NONROOT_TIMEOUT=${DTRAIN_FRESH_NONROOT_TIMEOUT:-1200}
 ROOT_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 SELF=$(readlink -f "$0")
 
@@ -152,16 +159,19 @@ inner() {
   mount_root
   clone_into /root/dtrain
   apt_download
-  local main_rc=0 tests_rc=0
+  local main_rc=0 tests_rc=0 nonroot_rc=0
   run_readme run-main /root/dtrain scripts/run-main.sh "$MAIN_TIMEOUT" || main_rc=$?
   local tests_dir=/root/dtrain-tests
   if [ "${DTRAIN_FRESH_SAME_CLONE:-0}" = 1 ]; then tests_dir=/root/dtrain; else clone_into "$tests_dir"; fi
   run_readme run-tests "$tests_dir" scripts/run-tests.sh "$TESTS_TIMEOUT" || tests_rc=$?
   [ -f "$logs/run-tests.log" ] && ctest_report "$tests_dir"
+  run_readme nonroot-build-check /root/dtrain scripts/nonroot-build-check.sh "$NONROOT_TIMEOUT" || nonroot_rc=$?
   classify_readme run-main "$main_rc"
   classify_readme run-tests "$tests_rc"
+  classify_nonroot "$nonroot_rc"
   [ "$main_rc" = 0 ] || failed "scripts/run-main.sh exited $main_rc in the fresh root (log above)"
   [ "$tests_rc" = 0 ] || failed "scripts/run-tests.sh exited $tests_rc in the fresh root (log above)"
+  [ "$nonroot_rc" = 0 ] || failed "scripts/nonroot-build-check.sh exited $nonroot_rc in the fresh root (log above)"
 }
 
 inner_cleanup() {
@@ -343,6 +353,16 @@ classify_readme() {
   fi
 }
 
+# The non-root check takes its .debs from apt's cache and fetches any it lacks
+# with apt-get download: a failure of that download is NOT RUN.
+classify_nonroot() {
+  local log=$logs/nonroot-build-check.log
+  [ "$1" != 0 ] || return 0
+  if grep -q "nonroot build check FAILED: apt-get download" "$log" && download_problem "$log" && ! package_problem "$log"; then
+    not_run "scripts/nonroot-build-check.sh: apt-get download failed: $(errors_in "$log")"
+  fi
+}
+
 # ctest's summary, its not-run/failed lists, and every test's own "skip" lines
 # (ctest shows a passing test's output nowhere; Testing/Temporary/LastTest.log has it).
 ctest_report() {
@@ -427,6 +447,7 @@ summary() {
   echo "run-main.sh:   $(v t_run-main) s, exit $(v rc_run-main) ($(v split_run-main))"
   echo "run-tests.sh:  $(v t_run-tests) s, exit $(v rc_run-tests) ($(v split_run-tests))"
   echo "ctest:         $(v ctest_summary); $(v ctest_time)"
+  echo "non-root:      $(v t_nonroot-build-check) s, exit $(v rc_nonroot-build-check) (scripts/nonroot-build-check.sh: prefix of unpacked .debs, build and training as nobody)"
   sed -nE 's/^ctest_not_passed=(.*)/ctest did not run (skipped or not passed): \1/p; s/^test_skip_line=(.*)/a test skipped part of itself inside the root: \1/p' "$r" 2>/dev/null || true
   echo "total:         $((SECONDS - T_START)) s"
   echo "logs:          $CACHE/last-run/"
@@ -483,7 +504,7 @@ outer() {
   summary
   local line; line=$(sed -n 's/^verdict=//p' "$work/result" | tail -n1)
   case "$rc" in
-    0) echo "fresh-machine check PASSED: both README commands passed in a fresh $SUITE root" ;;
+    0) echo "fresh-machine check PASSED: both README commands and the non-root build passed in a fresh $SUITE root" ;;
     3) echo "$line"; exit 0 ;;
     *) echo "${line:-fresh-machine check FAILED: the root phase ended with exit $rc (see above)}"; exit 1 ;;
   esac

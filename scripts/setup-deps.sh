@@ -4,18 +4,16 @@
 # --download-only: fetch the missing packages into apt's cache and install
 # nothing (scripts/fresh-machine-check.sh uses it to tell a mirror that cannot
 # be reached from a package list that does not resolve).
+# --list-libraries: print the project's libraries (and data) below, one a
+# line, and do nothing else (scripts/nonroot-build-check.sh unpacks them into
+# a prefix; needs no root).
 set -euo pipefail
-apt_args=()
-case "${1:-}" in
-  "") ;;
-  --download-only) apt_args+=(--download-only) ;;
-  *) echo "usage: $0 [--download-only]" >&2; exit 2 ;;
-esac
 
-packages=(
-  build-essential cmake pkg-config
+# The libraries dtrain builds against and runs with, and its dataset: what a
+# prefix (a module, Spack, a hand-made one) provides on a cluster.
+libraries=(
   openmpi-bin libopenmpi-dev
-  libhdf5-dev hdf5-tools
+  libhdf5-dev
   libboost-program-options-dev
   catch2
   libdnnl-dev ocl-icd-opencl-dev libopenblas-dev
@@ -23,10 +21,25 @@ packages=(
   libturbojpeg0-dev libpng-dev libexif-dev libvips-dev  # dtrain data imagefolder (io/image_codec.cpp), the jpeg loader
   libswscale-dev  # the jpeg loader's resampler (io/resample.cpp)
   dataset-fashion-mnist
+)
+# The toolchain and the tools of the tests and scripts: the system's on a cluster.
+tools=(
+  build-essential cmake pkg-config
+  hdf5-tools
   python3 procps  # procps: pgrep/pkill in the tests (only cmake pulls it in otherwise)
   iproute2  # ip, tc: scripts/emulated-cluster.sh (nodes in network namespaces, shaped links)
   slurm-wlm munge python3-matplotlib
 )
+
+apt_args=()
+case "${1:-}" in
+  "") ;;
+  --download-only) apt_args+=(--download-only) ;;
+  --list-libraries) printf '%s\n' "${libraries[@]}"; exit 0 ;;
+  *) echo "usage: $0 [--download-only | --list-libraries]" >&2; exit 2 ;;
+esac
+
+packages=("${tools[@]}" "${libraries[@]}")
 # The PyTorch peer of bench/ (large): only when asked.
 if [ "${DTRAIN_BENCH_DEPS:-0}" = 1 ]; then packages+=(python3-torch python3-torchvision python3-h5py); fi
 
