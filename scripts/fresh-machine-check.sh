@@ -56,9 +56,10 @@
 #                        /var/tmp; never inside the repository)
 #   DTRAIN_FRESH_TRIES   download tries, with back-off (default 3)
 #   DTRAIN_FRESH_MAIN_TIMEOUT / DTRAIN_FRESH_TESTS_TIMEOUT  seconds for
-#                        command 1 / 2 (defaults 1200 / 1200; here, on 2
-#                        cores, command 1 took 4-12 min, command 2 1.5-4.5)
-#   DTRAIN_FRESH_NONROOT_TIMEOUT  seconds for command 3 (default 1200; here,
+#                        command 1 / 2 (defaults 1500 / 2400; here, on 2
+#                        cores, command 1 took 4-12 min, command 2 up to 18
+#                        min with the whole suite)
+#   DTRAIN_FRESH_NONROOT_TIMEOUT  seconds for command 3 (default 1500; here,
 #                        on 2 shared cores, 344 s: a 5.5-min build)
 #   DTRAIN_FRESH_SAME_CLONE=1  run command 2 in command 1's clone
 # Tools of the check, not of the project (so not in scripts/setup-deps.sh):
@@ -69,9 +70,9 @@ SUITE=bookworm  # Debian 12, as the README says
 CACHE=${DTRAIN_FRESH_CACHE:-/var/cache/dtrain-fresh-check}
 WORK_PARENT=${DTRAIN_FRESH_WORKDIR:-/var/tmp}
 TRIES=${DTRAIN_FRESH_TRIES:-3}
-MAIN_TIMEOUT=${DTRAIN_FRESH_MAIN_TIMEOUT:-1200}
-TESTS_TIMEOUT=${DTRAIN_FRESH_TESTS_TIMEOUT:-1200}
-NONROOT_TIMEOUT=${DTRAIN_FRESH_NONROOT_TIMEOUT:-1200}
+MAIN_TIMEOUT=${DTRAIN_FRESH_MAIN_TIMEOUT:-1500}
+TESTS_TIMEOUT=${DTRAIN_FRESH_TESTS_TIMEOUT:-2400}
+NONROOT_TIMEOUT=${DTRAIN_FRESH_NONROOT_TIMEOUT:-1500}
 ROOT_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 SELF=$(readlink -f "$0")
 
