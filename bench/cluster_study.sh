@@ -56,17 +56,34 @@ done
 D=$BUILD/dtrain C=$SRC/scripts/emulated-cluster.sh PY=/usr/bin/python3
 [ -x "$D" ] || { echo "no $D (scripts/build.sh)" >&2; exit 2; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
-mkdir -p "$OUT"
-[ "$APPEND" = 1 ] || : > "$OUT/results.jsonl"
-NAME=st$((RANDOM % 10000))
-trap '"$C" down --name "$NAME" > /dev/null 2>&1 || true' EXIT
-
 model_mb() { case $1 in alexnet) echo 128 ;; resnet50) echo 64 ;; esac; }
 model_tc() { case $1 in alexnet) echo 51.2 ;; resnet50) echo 278 ;; esac; }
 model_shape() { case $1 in alexnet) echo 227x227x3 ;; resnet50) echo 224x224x3 ;; esac; }
 preset_gbps() { case $1 in 1gbe) echo 1 ;; 10gbe) echo 10 ;; ib-edr) echo 100 ;; esac; }
+# Every argument is checked before anything runs (no cluster, no data, no output touched).
+[ -n "$MODELS" ] && [ -n "$PRESETS" ] && [ -n "$ROWS" ] || { echo "--models, --presets and --rows must not be empty" >&2; exit 2; }
+for model in $MODELS; do
+  [ -n "$(model_mb "$model")" ] || { echo "model $model: not alexnet or resnet50" >&2; exit 2; }
+done
+for spec in $PRESETS; do
+  p=${spec%%/*} d=1
+  if [[ $spec == */* ]]; then d=${spec#*/}; fi
+  [[ $d =~ ^[1-9][0-9]*$ ]] || { echo "preset $spec: the dilation after / must be a whole number ≥ 1" >&2; exit 2; }
+  [ -n "$(preset_gbps "$p")" ] || { echo "preset $spec: not 1gbe, 10gbe or ib-edr" >&2; exit 2; }
+done
+for r in $ROWS; do
+  [[ " allreduce ps1 ps2 ps4 hybrid1 hybrid2 " == *" $r "* ]] || { echo "row $r: not allreduce, ps1, ps2, ps4, hybrid1 or hybrid2" >&2; exit 2; }
+done
+[[ $STEPS =~ ^[1-9][0-9]*$ ]] || { echo "--steps $STEPS: a whole number ≥ 1" >&2; exit 2; }
+if [ "$REPORT_ONLY" = 1 ]; then [ -d "$OUT" ] || { echo "--report-only: no study folder $OUT" >&2; exit 2; }; fi
+mkdir -p "$OUT"
+# Rows go to results.jsonl.new, which replaces results.jsonl at the end (a run with no row keeps the old one).
+if [ "$APPEND" = 1 ] && [ -f "$OUT/results.jsonl" ]; then cp "$OUT/results.jsonl" "$OUT/results.jsonl.new"; else : > "$OUT/results.jsonl.new"; fi
+NAME=st$((RANDOM % 10000))
+trap '"$C" down --name "$NAME" > /dev/null 2>&1 || true' EXIT
 
 for model in $MODELS; do
+  [ "$REPORT_ONLY" = 0 ] || break  # the profiles and metrics exist; no data needed
   # 16 global batches of the hybrid rows' 8 workers (2,048 AlexNet / 1,024 ResNet-50 images).
   n=$((16 * $(model_mb $model)))
   [ -f "$OUT/$model.h5" ] && [ "$(h5ls "$OUT/$model.h5" | awk '/^labels/ {gsub(/[{}]/, "", $3); print $3}')" = "$n" ] ||
@@ -133,7 +150,7 @@ PY
       fi
       "$D" report --metrics "$m" --profile "$prof.profile.json" --placement cluster --json > "$m.report.json"
       $PY - "$m.report.json" "$model" "$preset" "$label" "$mode" "$nps" "$k" "$gbps" "$meas_gbps" "$tc" \
-        "$((SECONDS - t0))" "$dil" >> "$OUT/results.jsonl" <<'PY'
+        "$((SECONDS - t0))" "$dil" >> "$OUT/results.jsonl.new" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 g = r["groups"][0]
@@ -148,7 +165,7 @@ print(json.dumps({"model": model, "preset": preset, "dilation": d, "row": label,
                   "link_measured_gbps": float(meas) * d, "t_c_ms": float(tc) / d, "wall_s": int(wall),
                   "measured": g["measured"], "predicted": g["predicted"]}))
 PY
-      tail -1 "$OUT/results.jsonl" | $PY -c "import json,sys; r=json.loads(sys.stdin.read()); m,p=r['measured'],r['predicted']; print(f\"  {r['model']:8s} {r['row']:10s} step {1e3*m['step_s']:8.1f} ms, predicted {1e3*p['step_s']:8.1f} ms ({100*(m['step_s']/p['step_s']-1):+.1f}%)\")"
+      tail -1 "$OUT/results.jsonl.new" | $PY -c "import json,sys; r=json.loads(sys.stdin.read()); m,p=r['measured'],r['predicted']; print(f\"  {r['model']:8s} {r['row']:10s} step {1e3*m['step_s']:8.1f} ms, predicted {1e3*p['step_s']:8.1f} ms ({100*(m['step_s']/p['step_s']-1):+.1f}%)\")"
     }
     row allreduce allreduce 0 1
     row ps1 ps 1 1
@@ -160,6 +177,12 @@ PY
   [ "$REPORT_ONLY" = 1 ] || "$C" down --name "$NAME" > /dev/null
 done
 trap - EXIT
+if [ ! -s "$OUT/results.jsonl.new" ]; then
+  rm -f "$OUT/results.jsonl.new"
+  echo "no row was measured or found (see the lines above); $OUT/results.jsonl is unchanged" >&2
+  exit 1
+fi
+mv "$OUT/results.jsonl.new" "$OUT/results.jsonl"
 
 $PY - "$OUT" <<'PY'
 import json, sys

@@ -47,7 +47,7 @@ struct TrainConfig {
   bool reference_kernels = false;  // cpu, cpu-staged: the plain-loop reference backend (debugging)
   int64_t workspace_mb = 256;  // cuda: cuDNN workspace budget per convolution layer, MiB
   bool tf32 = false;           // cuda: allow TF32 tensor cores in convolutions and GEMMs
-  int threads = 0;           // compute threads per rank; 0 = SLURM_CPUS_PER_TASK or all cores / ranks
+  int threads = 0;           // compute threads per rank; 0 = engine/train_job.hpp choose_thread_counts
 
   int minibatch = 64;        // per worker, images
   int eval_minibatch = 0;    // 0 = minibatch
@@ -68,7 +68,7 @@ struct TrainConfig {
   bool decay_bias_bn = true;
   float dropout = 0.5f;
 
-  int loader_threads = 0;    // prefetch threads; 0 = SLURM_CPUS_PER_TASK or cores / ranks
+  int loader_threads = 0;    // prefetch threads; 0 = choose_thread_counts (the task's CPUs shared)
   int loader_depth = 2;      // batches prefetched ahead
   io::CropMode augment = io::CropMode::none;  // training crop: none | crop | rrc (io/augment.hpp)
   int augment_pad = 0;       // random crop with this zero padding (0 = off); augment none only

@@ -89,7 +89,8 @@ struct RunShape {
   bool sleeping_waits = false;  // waits sleep between polls (comm/wait.hpp WaitPolicy::sleep)
   double overlap = 0;      // fraction of T_C during which the exchange may run: buckets and
                            // slices leave as backward makes them ready (0: none credited)
-  double bucket_bytes = double(1 << 20);  // the last bucket, exchanged after T_C (--bucket-mb)
+  double bucket_bytes = double(1 << 20);  // the last bucket, exchanged after T_C (the default
+                                          // --bucket-mb; tune and report do not pass the job's)
   int nodes() const;       // ⌈G / K⌉ (1 when K = 0)
 };
 

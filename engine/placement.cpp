@@ -51,7 +51,9 @@ void log_placement(const TrainJob& job) {
   DT_CHECK_MPI(MPI_Get_processor_name(name, &len));
   const std::string host(name, static_cast<size_t>(len));
   const std::string line = "rank " + std::to_string(job.rank()) + (job.topo.is_server() ? " server " : " worker ") +
-                           host + " cpus " + cpuset::cpu_ranges(cpuset::thread_cpus()) + " gpu " + gpu_text(job);
+                           host + " cpus " + cpuset::cpu_ranges(cpuset::thread_cpus()) + " gpu " + gpu_text(job) +
+                           " threads " + std::to_string(job.threads) +
+                           (job.topo.is_server() ? std::string() : " + " + std::to_string(job.loader_threads) + " loader");
   // Rank 0 gathers every rank's line (and host name, to count the hosts).
   const std::string mine = host + '\n' + line;
   const int n = static_cast<int>(mine.size());
@@ -76,7 +78,7 @@ void log_placement(const TrainJob& job) {
     lines.push_back(e.substr(nl + 1));
   }
   log::info("dtrain: placement: ", size, size == 1 ? " rank" : " ranks", " on ", hosts.size(),
-            hosts.size() == 1 ? " host" : " hosts", " (host, CPUs it may run on, GPU)");
+            hosts.size() == 1 ? " host" : " hosts", " (host, CPUs it may run on, GPU, threads: compute + loader)");
   for (const std::string& l : lines) log::info("dtrain:   ", l);
 }
 

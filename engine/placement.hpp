@@ -12,9 +12,9 @@
 // log_placement(): collective over the job's world; rank 0 prints one line
 // per rank (stdout):
 //   dtrain: placement: 6 ranks on 2 hosts (host, CPUs it may run on, GPU)
-//   dtrain:   rank 0 worker node1 cpus 0-1 gpu none
-//   dtrain:   rank 4 server node1 cpus 4 gpu none
-//   dtrain:   rank 1 worker gpu-n3 cpus 8-15 gpu 1 (GPU-6f… pci 0000:3b:00, CUDA_VISIBLE_DEVICES=0,1)
+//   dtrain:   rank 0 worker node1 cpus 0-1 gpu none threads 1 + 1 loader
+//   dtrain:   rank 4 server node1 cpus 4 gpu none threads 1
+//   dtrain:   rank 1 worker gpu-n3 cpus 8-15 gpu 1 (GPU-6f… pci 0000:3b:00, CUDA_VISIBLE_DEVICES=0,1) threads 1 + 7 loader
 // cpus: sched_getaffinity of the rank's main thread, in list notation
 // (core/cpuset.hpp); gpu: the CUDA device the worker drives, or none (CPU
 // backends, servers). Throws Error on an MPI failure.

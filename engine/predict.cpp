@@ -174,7 +174,8 @@ std::string table_text(const PredictionTable& t, const Profile& p, const std::st
   }
   line("  ms per step; S = G·step(1 worker alone)/step(G), α = S/G; N_ps = ⌈2·senders·P/(B·T_C)⌉ (senders: ps G, "
        "hybrid the nodes); " +
-       std::string(t.where.cluster ? "the exchange overlaps backward (2/3 of T_C) but for its last bucket"
+       std::string(t.where.cluster ? "the exchange overlaps backward (2/3 of T_C): allreduce's all but its last "
+                                     "bucket, ps's and hybrid's pushes only (the pulls follow)"
                                    : "the exchange is not overlapped (shared cores)") +
        (p.update_s > 0 ? "; allreduce T_C includes the local update T_U " + printf_text("%.2f", 1e3 * p.update_s) + " ms" : std::string()) +
        " (engine/predict.hpp).");

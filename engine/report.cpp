@@ -13,7 +13,7 @@
 
 #include "comm/wait.hpp"
 #include "core/error.hpp"
-#include "core/settings.hpp"
+#include "engine/train_job.hpp"  // choose_thread_counts
 #include "engine/tune_profile.hpp"
 
 namespace dtrain::engine {
@@ -169,12 +169,8 @@ void append_run_record(const TrainConfig& cfg, const TrainResult& r, const RunCl
                                : nodes > 1 && workers % nodes == 0 ? workers / nodes
                                                                    : 0;
   const double cores = std::max(1u, std::thread::hardware_concurrency());
-  // The threads each rank computed with: the trainer's rule (choose_threads in
-  // engine/train_job.cpp): the job's, else SLURM_CPUS_PER_TASK, else cores / ranks.
-  const auto slurm_cpus = settings::slurm_cpus_per_task();
-  const int threads = cfg.threads > 0                 ? cfg.threads
-                      : slurm_cpus && *slurm_cpus > 0 ? static_cast<int>(*slurm_cpus)
-                                                      : std::max(1, static_cast<int>(cores) / size);
+  // The threads each rank computed with: the trainer's rule (choose_thread_counts).
+  const int threads = choose_thread_counts(cfg, size).compute;
   nlohmann::json rec = {
       {"kind", "run"}, {"model", cfg.model}, {"minibatch", cfg.minibatch},
       {"mode", comm::mode_name(size > 1 ? cfg.mode : comm::Mode::allreduce)}, {"workers", workers}, {"servers", cfg.ps},

@@ -154,7 +154,10 @@ class RunPredictor {
     s.ranks_per_node = r.ranks_per_node;
     s.threads = std::max(1, r.threads);
     s.sleeping_waits = r.wait_policy == comm::WaitPolicy::sleep;
-    out.from_profile = o_.have_profile() && prof_.model == r.model && prof_.threads == s.threads;
+    // A profile whose T_C was given (dtrain tune --t-c-ms: no measured samples) holds at any
+    // thread count; a measured one only at the threads it was measured with.
+    const bool given = !prof_.points.empty() && prof_.points.front().samples.empty();
+    out.from_profile = o_.have_profile() && prof_.model == r.model && (given || prof_.threads == s.threads);
     const Profile& use = out.from_profile ? prof_ : local_profile(r, s.threads);
     out.where = o_.cluster() ? Placement::on_cluster() : Placement::on_machine(r.cores, background_of(r));
     out.step = predict_run(use, r.minibatch, s, out.where);
@@ -345,17 +348,19 @@ int cmd_report(const std::vector<std::string>& args) {
   for (const auto& g : groups)
     if (g.stand_in_ms > 0)
       std::printf("compute stand-in: %s%s: %s ms per step replaced forward and backward (no model was trained): "
-                  "its measured T_C is the stand-in's, its predicted T_C the model's own compute\n",
+                  "its measured T_C is the stand-in's; its predicted T_C is a what-if profile's given T_C "
+                  "(plus T_U in allreduce mode), else the model's own compute measured here\n",
                   g.files.front().c_str(), g.n > 1 ? " (and its repeats)" : "", format::shortest(g.stand_in_ms).c_str());
   std::printf("measured: medians over log intervals (first dropped), then over the n runs of a configuration;\n"
               "  T_O = step − T_C; S = G·step(1 worker)/step(G) against the 1-worker run in the list (0.00: none).\n"
-              "predicted: engine/predict.cpp on this machine, the code of dtrain tune's tables (%s),\n"
+              "predicted: engine/predict.cpp %s, the code of dtrain tune's tables (%s),\n"
               "  mean over the n runs; S against the model's 1 worker alone;\n"
               "  bg = cores used by other jobs during the runs (mean)%s.\n"
               "When ranks outnumber cores, measured T_C is rank 0's own compute time and predicted T_C the\n"
               "  whole job's compute phase: compare the step times (docs/performance-model.md §6).\n"
               "%d of %zu configuration(s) outside ±15%% (step time).\n",
-              source.c_str(), o.bg == ReportOptions::Background::run ? "" : (", here as --background " + o.background).c_str(),
+              o.cluster() ? "on a cluster (--placement cluster)" : "on this machine", source.c_str(),
+              o.bg == ReportOptions::Background::run ? "" : (", here as --background " + o.background).c_str(),
               misses, groups.size());
   return kExitOk;
 }

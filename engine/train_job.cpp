@@ -32,11 +32,6 @@ namespace {
 
 int hardware_threads() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
 
-int choose_threads(const TrainConfig& cfg, int ranks_here) {
-  if (cfg.threads > 0) return cfg.threads;
-  if (auto c = settings::slurm_cpus_per_task(); c && *c > 0) return static_cast<int>(*c);
-  return std::max(1, hardware_threads() / std::max(1, ranks_here));
-}
 
 // The topology's options, after checking the launcher agrees with MPI's world size.
 comm::TopologyOptions topology_options(const TrainConfig& cfg, MPI_Comm world) {
@@ -177,9 +172,28 @@ bool FailureInjection::fire() const {
   return false;
 }
 
+io::TaskCpuSplit choose_thread_counts(const TrainConfig& cfg, int ranks_here) {
+  io::TaskCpuSplit s;
+  if (auto c = settings::slurm_cpus_per_task(); c && *c > 0) {
+    const io::TaskCpuSplit t = io::split_task_cpus(*c, cfg.device == Device::cuda);
+    s.compute = cfg.threads > 0        ? cfg.threads
+                : cfg.loader_threads > 0 ? static_cast<int>(std::max(1L, *c - cfg.loader_threads))
+                                         : t.compute;
+    s.loaders = cfg.loader_threads > 0 ? cfg.loader_threads
+                : cfg.threads > 0      ? static_cast<int>(std::max(1L, *c - cfg.threads))
+                                       : t.loaders;
+    return s;
+  }
+  s.compute = cfg.threads > 0 ? cfg.threads : std::max(1, hardware_threads() / std::max(1, ranks_here));
+  s.loaders = cfg.loader_threads > 0 ? cfg.loader_threads : io::default_loader_threads(ranks_here);
+  return s;
+}
+
 TrainJob::TrainJob(const TrainConfig& c, MPI_Comm world) : cfg(c), topo(world, topology_options(c, world)) {
   world_size = topo.size();
-  threads = choose_threads(cfg, topo.ranks_on_host());
+  const io::TaskCpuSplit split = choose_thread_counts(cfg, topo.ranks_on_host());
+  threads = split.compute;
+  loader_threads = split.loaders;
   layers::set_cpu_threads(threads);
   comm::set_wait_policy(cfg.wait_policy ? *cfg.wait_policy
                                         : comm::choose_wait_policy("auto", topo.ranks_on_host(), threads,

@@ -60,6 +60,12 @@ struct FailureInjection {
   }
 };
 
+// Compute and loader threads of a rank: the job's (threads, loader-threads);
+// else, under Slurm, the task's SLURM_CPUS_PER_TASK shared between them
+// (io::split_task_cpus, less what the job fixed of either); else the host's
+// cores / the ranks on it for compute, io::default_loader_threads for loading.
+io::TaskCpuSplit choose_thread_counts(const TrainConfig& cfg, int ranks_here);
+
 class TrainJob {
  public:
   // Collective over `world` (topology, device binding). Throws UsageError for
@@ -72,6 +78,7 @@ class TrainJob {
   comm::Topology topo;
   int world_size = 1;
   int threads = 1;                           // compute threads of this rank
+  int loader_threads = 1;                    // its loader threads (choose_thread_counts)
   int cuda_device = -1;                      // the worker's GPU (cuda), else −1
   std::unique_ptr<layers::Backend> backend;  // servers: the CPU backend, whatever the device
   std::unique_ptr<io::Dataset> train_set;     // raw or jpeg layout

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <boost/program_options.hpp>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <sstream>
@@ -148,7 +149,8 @@ int cmd_tune(const std::vector<std::string>& args) {
       "profile-steps", dflt(t.profile_steps, 5), "measured steps per candidate (after one warm-up)")(
       "t-c-ms", dflt(t.t_c_ms, 0.0), "what-if: T_C per step (ms) at the job's minibatch, e.g. a GPU's; 0: measure")(
       "t-u-ms", dflt(t.t_u_ms, 0.0), "with --t-c-ms: a worker's local update per step (ms), added to T_C in allreduce mode; "
-                                     "−1: measure it here (a compute stand-in on this machine's cores); 0: none (a GPU's)")(
+                                     "−1: measure the SGD update here, on every tune rank at once (for compute stand-in "
+                                     "runs on these cores); 0: none (a GPU's is ~1 ms)")(
       "base-batch", dflt(t.base_batch, 0), "global batch the job's lr is for (0: the job's minibatch)")(
       "max-lr-scale", dflt(t.max_lr_scale, 4.0), "largest factor the linear scaling rule may multiply the lr by")(
       "out", po::value(&t.out)->default_value("tuned.ini"), "tuned job file (the profile goes to OUT.profile.json); refused if either exists")(
@@ -184,6 +186,9 @@ int cmd_tune(const std::vector<std::string>& args) {
   if (!(t.max_lr_scale >= 1)) DT_USAGE("dtrain tune: option 'max-lr-scale' must be ≥ 1");
   if (!(t.memory_gb >= 0)) DT_USAGE("dtrain tune: option 'device-memory-gb' must be ≥ 0");
   if (t.base_batch < 0) DT_USAGE("dtrain tune: option 'base-batch' must be ≥ 0");
+  if (!std::isfinite(t.t_c_ms) || t.t_c_ms < 0)
+    DT_USAGE("dtrain tune: option 't-c-ms' must be a finite number ≥ 0 (0: measure), got ", t.t_c_ms);
+  if (!std::isfinite(t.t_u_ms)) DT_USAGE("dtrain tune: option 't-u-ms' must be finite, got ", t.t_u_ms);
   if (t.t_u_ms != 0 && !(t.t_c_ms > 0))
     DT_USAGE("dtrain tune: option 't-u-ms' needs 't-c-ms' (a measured T_C already includes the update)");
   if (!(t.t_u_ms >= 0 || t.t_u_ms == -1)) DT_USAGE("dtrain tune: option 't-u-ms' must be ≥ 0, or −1 (measure)");

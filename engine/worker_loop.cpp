@@ -31,10 +31,8 @@ namespace {
 // The loader of this worker's batches, in step order (I/O hidden under compute):
 // from `from` (a resumed run) to the schedule's total steps (max-steps
 // applied), in pinned buffers on a device.
-// Loader threads per rank: loader-threads, else io::default_loader_threads.
-int po_threads(const TrainJob& job) {
-  return job.cfg.loader_threads > 0 ? job.cfg.loader_threads : io::default_loader_threads(job.topo.ranks_on_host());
-}
+// Loader threads per rank: the job's choice (choose_thread_counts).
+int po_threads(const TrainJob& job) { return job.loader_threads; }
 
 io::Prefetcher make_loader(TrainJob& job, const ResumePoint& from) {
   const TrainConfig& cfg = job.cfg;

@@ -159,7 +159,11 @@ ConvertSummary convert_fashion_mnist(const std::string& src_dir, const std::stri
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!fs::is_directory(src_dir, ec))
-    DT_USAGE(src_dir, ": no such directory (Fashion-MNIST source)");
+    DT_USAGE(src_dir, ": no such directory (Fashion-MNIST source). It must hold train-images-idx3-ubyte.gz, "
+             "train-labels-idx1-ubyte.gz, t10k-images-idx3-ubyte.gz and t10k-labels-idx1-ubyte.gz: Debian's "
+             "dataset-fashion-mnist package puts them in /usr/share/datasets/fashion-mnist, elsewhere download them "
+             "from https://github.com/zalandoresearch/fashion-mnist (data/fashion) and give the folder with --src DIR "
+             "or DTRAIN_FASHION_DIR");
   fs::create_directories(out_dir, ec);
   if (ec) DT_USAGE(out_dir, ": cannot create directory: ", ec.message());
 

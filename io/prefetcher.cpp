@@ -57,6 +57,14 @@ int default_loader_threads(int ranks_on_host) {
   return int(std::clamp(per_rank, 1L, long(kMaxDefaultLoaderThreads)));
 }
 
+TaskCpuSplit split_task_cpus(long cpus, bool gpu) {
+  DT_CHECK(cpus >= 1, "split_task_cpus: ", cpus, " CPUs");
+  if (cpus == 1) return {1, 1};
+  const long loaders = gpu ? std::min(cpus - 1, long(kMaxDefaultLoaderThreads))
+                           : std::clamp(cpus / 4, 1L, long(kMaxDefaultLoaderThreads));
+  return {int(gpu ? 1 : cpus - loaders), int(loaders)};
+}
+
 Prefetcher::Prefetcher(const Dataset& data, Sampler plan, PrefetchOptions options)
     : data_(data),
       plan_(std::move(plan)),

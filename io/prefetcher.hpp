@@ -51,6 +51,17 @@ inline constexpr int kMaxDefaultLoaderThreads = 8;
 // serialise on HDF5's lock, so more decode threads rarely help).
 int default_loader_threads(int ranks_on_host);
 
+// A task's CPUs (Slurm's --cpus-per-task, `cpus` ≥ 1) shared by its compute
+// and loader threads, so that both fit inside them: a GPU rank's compute
+// threads only drive the device, so 1 computes and the rest load; a CPU rank
+// loads with a quarter (at least 1, at most kMaxDefaultLoaderThreads) and
+// computes with the rest. One CPU gives 1 to each (the loaders sleep while
+// their batches are ready).
+struct TaskCpuSplit {
+  int compute = 1, loaders = 1;
+};
+TaskCpuSplit split_task_cpus(long cpus, bool gpu);
+
 // Buffer memory: plain aligned host memory by default; the trainer's device path
 // passes the backend's pinned host memory (Backend::host_alloc, cudaHostAlloc on
 // CUDA) so the per-step upload runs at full bandwidth.

@@ -12,6 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=${DTRAIN_BUILD_JOBS:-${CMAKE_BUILD_PARALLEL_LEVEL:-}}
 case "${1:-}" in
+  --help | -h) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; echo "usage: scripts/build.sh [--jobs N] [cmake configure arguments...]"; exit 0 ;;
   --jobs | -j) [ $# -ge 2 ] || { echo "build.sh: $1 needs a number" >&2; exit 2; }; jobs=$2; shift 2 ;;
   --jobs=*) jobs=${1#--jobs=}; shift ;;
 esac

@@ -4,12 +4,13 @@ add_test(NAME it_cluster COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/cl
 set_tests_properties(it_cluster PROPERTIES ENVIRONMENT "${DTRAIN_IT_ENV}"
   LABELS cluster TIMEOUT 300 SKIP_RETURN_CODE 77 RUN_SERIAL TRUE)
 # A 2-node Slurm on the emulated cluster (slurm/local-cluster.sh --nodes 2):
-# srun -N 2 hostname, an sbatch -N 2 hybrid job through srun --mpi=pmix equal
-# to the 1-process run, stop leaves nothing (tests/integration/slurm_cluster.sh).
+# srun -N 2 hostname, an sbatch -N 2 hybrid job through srun (MpiDefault=pmix)
+# equal to the 1-process run, a 2-point sweep with 2 repeats and its report
+# (both points COMPLETED), stop leaves nothing (tests/integration/slurm_cluster.sh).
 # Skipped (77) without namespaces or without Slurm and munge.
 add_test(NAME it_slurm_cluster COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/slurm_cluster.sh)
 set_tests_properties(it_slurm_cluster PROPERTIES ENVIRONMENT "${DTRAIN_IT_ENV}"
-  LABELS cluster TIMEOUT 300 SKIP_RETURN_CODE 77 RUN_SERIAL TRUE)
+  LABELS cluster TIMEOUT 420 SKIP_RETURN_CODE 77 RUN_SERIAL TRUE)
 # Server placement and binding of slurm/train.sbatch on a 4-node Slurm of the
 # emulated cluster: the fit check, sbatch -N 2 and -N 4 hybrid jobs with one
 # server per node and every rank bound to one core, read from the engine's

@@ -10,7 +10,9 @@
 #include <random>
 #include <set>
 #include <thread>
+#include <utility>
 
+#include "core/error.hpp"
 #include "core/settings.hpp"
 #include "io/augment.hpp"
 #include "io/batch.hpp"
@@ -221,6 +223,23 @@ TEST_CASE("layout warnings and unavailable filters", "[prefetcher]") {
     for (const auto& w : ds.warnings()) named |= w.find("filter 32100") != std::string::npos;
     CHECK(named);
   }
+}
+
+TEST_CASE("a task's CPUs shared by compute and loader threads", "[prefetcher]") {
+  using dtrain::io::split_task_cpus;
+  auto both = [](dtrain::io::TaskCpuSplit s) { return std::make_pair(s.compute, s.loaders); };
+  CHECK(both(split_task_cpus(1, false)) == std::make_pair(1, 1));  // one CPU: one of each
+  CHECK(both(split_task_cpus(1, true)) == std::make_pair(1, 1));
+  CHECK(both(split_task_cpus(2, false)) == std::make_pair(1, 1));
+  CHECK(both(split_task_cpus(8, false)) == std::make_pair(6, 2));  // a quarter loads
+  CHECK(both(split_task_cpus(64, false)) == std::make_pair(56, dtrain::io::kMaxDefaultLoaderThreads));
+  CHECK(both(split_task_cpus(8, true)) == std::make_pair(1, 7));   // a GPU rank: all but one load
+  CHECK(both(split_task_cpus(32, true)) == std::make_pair(1, dtrain::io::kMaxDefaultLoaderThreads));
+  for (long c = 2; c <= 16; ++c) {  // never more threads than the task's CPUs
+    CHECK(split_task_cpus(c, false).compute + split_task_cpus(c, false).loaders <= c);
+    CHECK(split_task_cpus(c, true).compute + split_task_cpus(c, true).loaders <= c);
+  }
+  CHECK_THROWS_AS(split_task_cpus(0, false), dtrain::Error);
 }
 
 TEST_CASE("default loader threads", "[prefetcher]") {

@@ -10,11 +10,14 @@
 #     2 nodes of 2" and equals the 1-process run (relative L2 ≤ 1e-5, the
 #     settings of it_distributed), its traffic through both nodes' shaped
 #     eth0 (tc's byte counters);
+#  2b. slurm/sweep over 1 and 2 nodes, 2 repeats each, and its report job:
+#     both points' jobs COMPLETED (sacct/jobcomp), each 1-node job on one
+#     node, each 2-node job on both;
 #  3. stop: no namespace of the cluster, none of the daemons it started, no
 #     slurmstepd of its own, no state folder is left.
 # Skipped (exit 77, the reason printed) where namespaces cannot be made (not
 # root, no iproute2/util-linux, a kernel or container that refuses them) or
-# Slurm and munge are not installed. About a minute here.
+# Slurm and munge are not installed. About 1.5 minutes here.
 # Usage: DTRAIN=build/dtrain COMPARE=… WORK=dir SRC=repo bash tests/integration/slurm_cluster.sh
 source "$(dirname "$0")/lib.sh"
 : "${SRC:?repository root}" "${COMPARE:?dtrain_compare_params}"
@@ -25,7 +28,7 @@ for prog in munged mungekey slurmctld slurmd sbatch srun sinfo scontrol scancel 
   command -v "$prog" > /dev/null || skip "$prog not found (Debian's slurm-wlm, munge, openmpi-bin: scripts/setup-deps.sh)"
 done
 source "$IT_DIR/slurm_lib.sh"
-slurm_test_start "slurm cluster test" "${DTRAIN_SLURM_TEST_BUDGET:-240}"
+slurm_test_start "slurm cluster test" "${DTRAIN_SLURM_TEST_BUDGET:-330}"
 C="$SRC/scripts/emulated-cluster.sh"
 # A name no other cluster has (other runs' clusters stay untouched).
 while :; do
@@ -81,6 +84,45 @@ echo "bytes out of node1's eth0: $d1, of node2's: $d2"
 # parameters: ≥ 61,706 floats (247 KB) each way per step, 20 steps.
 [ "$d1" -gt $((20 * 246824)) ] && [ "$d2" -gt $((20 * 246824)) ] || fail "the job's traffic did not cross the links"
 echo "ok: sbatch -N 2 hybrid job $id ($res) = the 1-process run"
+
+# 2b. slurm/sweep over 1 and 2 nodes (2 allreduce workers per node), 2 repeats
+# of 2 warm-up + 6 timed steps each, and its report: both points COMPLETED.
+PY=${DTRAIN_PYTHON:-}
+if [ -z "$PY" ]; then
+  for c in python3 /usr/bin/python3; do
+    if "$c" -c 'import matplotlib' 2>/dev/null; then PY=$(command -v "$c"); break; fi
+  done
+fi
+[ -n "$PY" ] || fail "no python3 with matplotlib for slurm/report (python3-matplotlib: scripts/setup-deps.sh)"
+"$SRC/slurm/sweep" --out "$PWD/sweep" --nodes "1 2" --workers-per-node 2 --modes allreduce --repeats 2 --steps 6 \
+  --warmup-steps 2 --log-interval 2 --shared --time 00:05:00 --python "$PY" --sbatch-arg=--cpus-per-task=1 \
+  --report-sbatch-arg=--time=00:05:00 "$SRC/jobs/fashion_lenet.ini" -- --train-data "$D/fashion-mnist-train.h5" \
+  --threads 1 --lr-schedule constant --warmup-epochs 0 --reference-kernels true --minibatch 16 ||
+  fail "slurm/sweep on the 2-node cluster failed"
+rid=$(cat sweep/report.jobid)
+res=$(wait_job "$rid")
+[ "$res" = "COMPLETED 0:0" ] || { cat sweep/report-*.out sweep/*/*.out >&2; fail "sweep report job $rid ended $res"; }
+"$PY" - "$PWD/sweep" <<'PY' || fail "the 2-node sweep's report is wrong"
+import csv, sys
+rows = sorted(csv.DictReader(open(f"{sys.argv[1]}/report.csv")), key=lambda r: int(r["workers"]))
+assert [int(r["workers"]) for r in rows] == [2, 4], rows
+def hosts(nodelist):  # node1,node2 or node[1-2] → {"node1", "node2"}
+    out = set()
+    for part in nodelist.replace("node[1-2]", "node1,node2").split(","):
+        out.add(part.strip())
+    return out
+for r, nodes in zip(rows, (1, 2)):
+    ids = r["job_ids"].split(";")
+    assert len(ids) == 2 and r["repeats_kept"] == "2", r
+    assert r["job_states"] == ";".join(f"{i}=COMPLETED" for i in ids), r
+    lists = dict(e.strip().split("=", 1) for e in r["nodelists"].split(";"))
+    assert sorted(lists) == sorted(ids), (ids, lists)
+    for i in ids:  # a 1-node job on node1 or node2, a 2-node job on both
+        h = hosts(lists[i])
+        assert len(h) == nodes and h <= {"node1", "node2"}, (nodes, i, lists[i])
+print("ok: report.csv:", "; ".join(f"{r['workers']} workers {r['job_states']} on {r['nodelists']}" for r in rows))
+PY
+echo "ok: slurm/sweep of 2 points × 2 repeats on the 2-node cluster, both COMPLETED"
 
 # 3. Stop leaves nothing.
 mapfile -t daemons < "$slurm_state/pids"
