@@ -27,6 +27,7 @@
 #include "comm/watchdog.hpp"
 #include "engine/config.hpp"
 #include "io/dataset.hpp"
+#include "io/prefetcher.hpp"  // TaskCpuSplit
 #include "io/sample_decoder.hpp"
 #include "io/sampler.hpp"
 #include "layers/backend.hpp"
