@@ -154,10 +154,9 @@ class RunPredictor {
     s.ranks_per_node = r.ranks_per_node;
     s.threads = std::max(1, r.threads);
     s.sleeping_waits = r.wait_policy == comm::WaitPolicy::sleep;
-    // A profile whose T_C was given (dtrain tune --t-c-ms: no measured samples) holds at any
-    // thread count; a measured one only at the threads it was measured with.
-    const bool given = !prof_.points.empty() && prof_.points.front().samples.empty();
-    out.from_profile = o_.have_profile() && prof_.model == r.model && (given || prof_.threads == s.threads);
+    // A profile whose T_C was given (dtrain tune --t-c-ms) holds at any thread count; a
+    // measured one only at the threads it was measured with.
+    out.from_profile = o_.have_profile() && prof_.model == r.model && (prof_.t_c_given || prof_.threads == s.threads);
     const Profile& use = out.from_profile ? prof_ : local_profile(r, s.threads);
     out.where = o_.cluster() ? Placement::on_cluster() : Placement::on_machine(r.cores, background_of(r));
     out.step = predict_run(use, r.minibatch, s, out.where);

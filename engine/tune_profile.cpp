@@ -83,7 +83,7 @@ nlohmann::json Profile::to_json() const {
           {"param_bytes", param_bytes}, {"fixed_bytes", fixed_bytes}, {"per_sample_bytes", per_sample_bytes},
           {"load_before", load_before}, {"points", pts}, {"intra", link(links.intra)},
           {"inter", link(links.inter)}, {"links_source", links_source}, {"poll_period_s", poll_period},
-          {"poll_cpu_fraction", poll_fraction}, {"update_s", update_s}};
+          {"poll_cpu_fraction", poll_fraction}, {"update_s", update_s}, {"t_c_given", t_c_given}};
 }
 
 Profile Profile::from_json(const nlohmann::json& j) {
@@ -172,6 +172,10 @@ Profile Profile::from_json(const nlohmann::json& j) {
     p.poll_fraction = number(j, "", "poll_cpu_fraction", 0, false, "in [0, 1]", &zero);
     if (p.poll_fraction > 1) DT_USAGE("profile: poll_cpu_fraction ", p.poll_fraction, " must be in [0, 1]");
     p.update_s = number(j, "", "update_s", 0, false, "≥ 0 (seconds)", &zero);
+    if (j.contains("t_c_given")) {
+      if (!j.at("t_c_given").is_boolean()) DT_USAGE("profile: t_c_given is not true or false");
+      p.t_c_given = j.at("t_c_given").get<bool>();
+    }
   } catch (const nlohmann::json::exception& e) {
     DT_USAGE("profile: missing or bad field (", e.what(), ")");
   }

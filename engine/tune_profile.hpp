@@ -65,6 +65,7 @@ struct Profile {
   std::string links_source;     // "ping-pong (N ranks)" or "given"
   double poll_period = 0;       // seconds per poll of a long sleeping wait (comm::measure_poll_cost); 0: not measured
   double poll_fraction = 0;     // fraction of a core such a wait uses
+  bool t_c_given = false;       // T_C was given (dtrain tune --t-c-ms), not measured: it holds at any thread count
   double update_s = 0;          // T_U: a worker's local update (gradient check + SGD over the arena)
                                 // on this machine, seconds; measured only with T_C given (dtrain tune
                                 // --t-c-ms … --t-u-ms -1), since a measured T_C includes it. Added to

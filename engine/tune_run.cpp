@@ -368,6 +368,7 @@ int run_tune(const TuneOptions& t, TrainConfig cfg, MPI_Comm world) {
   // T_U with a given T_C: given, or measured by every rank at once (the workers
   // of an allreduce step update together, on the cores they have: on a cluster
   // their own, on an emulated one this machine's), the median of the ranks.
+  prof.t_c_given = t.t_c_ms > 0;
   if (t.t_u_ms > 0) prof.update_s = t.t_u_ms * 1e-3;
   if (t.t_u_ms < 0) {
     sleeping_barrier(world);

@@ -156,8 +156,14 @@ TEST_CASE("the local update T_U: added in allreduce mode only, and on both place
   CHECK(m.t_c == Approx(0.278 + 0.07));
   CHECK(m.t_o == Approx(ring));
   // The profile keeps it; an old profile without it reads as 0; a negative one is refused.
+  p.t_c_given = true;
   nlohmann::json j = p.to_json();
   CHECK(Profile::from_json(j).update_s == 0.07);
+  CHECK(Profile::from_json(j).t_c_given);  // holds at any thread count (dtrain report)
+  j["t_c_given"] = "yes";
+  CHECK_THROWS_AS(Profile::from_json(j), dtrain::UsageError);
+  j.erase("t_c_given");
+  CHECK_FALSE(Profile::from_json(j).t_c_given);  // a profile from before the field: measured
   j.erase("update_s");
   CHECK(Profile::from_json(j).update_s == 0.0);
   j["update_s"] = -1;

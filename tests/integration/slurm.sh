@@ -49,7 +49,16 @@ export DTRAIN
 unset DTRAIN_RUN_DIR DTRAIN_ARGS DTRAIN_JOB
 cd "$SRC" || fail "no $SRC"
 # Jobs are submitted from the source tree; nothing may land there.
-src_before=$(git -C "$SRC" status --porcelain --untracked-files=all 2>/dev/null | sort | md5sum)
+# The tree's state: git's status where git and a checkout are there, else every
+# file's path, size and time outside the build folders (a copied tree, no git).
+src_state() {
+  if command -v git > /dev/null 2>&1 && git -C "$SRC" rev-parse --git-dir > /dev/null 2>&1; then
+    git -C "$SRC" status --porcelain --untracked-files=all 2>/dev/null | sort
+  else
+    find "$SRC" -path "$SRC/build*" -prune -o -type f -printf '%P %s %T@\n' | sort
+  fi
+}
+src_before=$(src_state | md5sum)
 data=(--train-data "$D/fashion-mnist-train.h5" --test-data "$D/fashion-mnist-test.h5")
 # No checkpoint folders (tests/integration/slurm_requeue.sh tests them).
 export DTRAIN_CHECKPOINT_DIR=""
@@ -202,5 +211,5 @@ m_last=$(grep -F '"kind":"step"' "$lm" | tail -1 | grep -oE '"step":[0-9]+' | tr
   { tail -n 5 "$lout" >&2; fail "time-limit job $tid: last step logged ${log_last:-none}, last in its metrics ${m_last:-none}"; }
 echo "ok: time-limit job $tid: $res, not requeued, metrics up to step $m_last (the log's last: $log_last)"
 
-src_after=$(git -C "$SRC" status --porcelain --untracked-files=all 2>/dev/null | sort | md5sum)
-[ "$src_before" = "$src_after" ] || fail "the jobs wrote into the source tree: $(git -C "$SRC" status --porcelain)"
+src_after=$(src_state | md5sum)
+[ "$src_before" = "$src_after" ] || fail "the jobs wrote into the source tree: $(src_state | head -20)"
