@@ -182,13 +182,21 @@ Profile Profile::from_json(const nlohmann::json& j) {
   return p;
 }
 
-double measure_step_time(const TrainConfig& cfg, int x, int steps, int threads, std::vector<double>* per_step,
-                         double* cpu_per_step, double* workspace) {
-  DT_CHECK(x >= 1 && steps >= 1, "measure_step_time: minibatch ", x, ", steps ", steps);
+namespace {
+// What both measurements run: the trainer's backend and device path (on GPUs
+// the profiling ranks take turns on GPU 0), the job's model built for
+// minibatch X with its seed, and its SGD (momentum, weight decay and which
+// parameters decay as in the job).
+struct ProfiledModel {
+  std::unique_ptr<layers::Backend> backend;
+  std::unique_ptr<io::Dataset> data;  // the job's training set; null without one
+  layers::Net net;
+  std::unique_ptr<layers::Sgd> sgd;
+};
+
+ProfiledModel make_profiled_model(const TrainConfig& cfg, int x, int threads) {
   layers::set_cpu_threads(threads);
-  // The trainer's backend and device path (batch and labels uploaded every step);
-  // on GPUs the profiling ranks take turns on GPU 0.
-  auto backend = make_compute_backend(cfg, 0, false);
+  std::unique_ptr<layers::Backend> backend = make_compute_backend(cfg, 0, false);
   std::unique_ptr<io::Dataset> data;
   if (!cfg.train_data.empty()) data = io::open_dataset(cfg.train_data);
   layers::ModelOptions mo;
@@ -197,6 +205,23 @@ double measure_step_time(const TrainConfig& cfg, int x, int steps, int threads, 
   mo.dropout = cfg.dropout;
   layers::Net net = layers::make_model(cfg.model, mo);
   net.finalize(*backend, static_cast<uint64_t>(cfg.seed));
+  layers::SgdOptions so;
+  so.momentum = cfg.momentum;
+  so.weight_decay = cfg.weight_decay;
+  so.decay_bias_bn = cfg.decay_bias_bn;
+  auto sgd = std::make_unique<layers::Sgd>(*backend, so, net.param_ranges(), net.num_params());
+  return ProfiledModel{std::move(backend), std::move(data), std::move(net), std::move(sgd)};
+}
+}  // namespace
+
+double measure_step_time(const TrainConfig& cfg, int x, int steps, int threads, std::vector<double>* per_step,
+                         double* cpu_per_step, double* workspace) {
+  DT_CHECK(x >= 1 && steps >= 1, "measure_step_time: minibatch ", x, ", steps ", steps);
+  ProfiledModel m = make_profiled_model(cfg, x, threads);
+  auto& backend = m.backend;
+  auto& data = m.data;
+  layers::Net& net = m.net;
+  layers::Sgd& sgd = *m.sgd;
   const layers::Shape in = net.input_shape();
   const int k = static_cast<int>(net.output_shape().c());
   layers::Tensor xt(layers::Shape(x, in.c(), in.h(), in.w()));
@@ -215,10 +240,6 @@ double measure_step_time(const TrainConfig& cfg, int x, int steps, int threads, 
     for (int64_t i = 0; i < xt.numel(); ++i) xt.data()[i] = nd(rng);
     for (int i = 0; i < x; ++i) labels[static_cast<size_t>(i)] = i % k;
   }
-  layers::SgdOptions so;
-  so.momentum = cfg.momentum;
-  so.weight_decay = cfg.weight_decay;
-  layers::Sgd sgd(*backend, so, net.param_ranges(), net.num_params());
   StepBuffers dev(*backend, x, in, k);
   std::vector<double> t;
   double cpu0 = 0;
@@ -246,20 +267,10 @@ double measure_step_time(const TrainConfig& cfg, int x, int steps, int threads, 
 
 double measure_update_time(const TrainConfig& cfg, int threads, int reps) {
   DT_CHECK(reps >= 1 && threads >= 1, "measure_update_time: reps ", reps, ", threads ", threads);
-  layers::set_cpu_threads(threads);
-  auto backend = make_compute_backend(cfg, 0, false);
-  std::unique_ptr<io::Dataset> data;
-  if (!cfg.train_data.empty()) data = io::open_dataset(cfg.train_data);
-  layers::ModelOptions mo;
-  mo.minibatch = 1;
-  mo.classes = data ? data->classes() : 0;
-  layers::Net net = layers::make_model(cfg.model, mo);
-  net.finalize(*backend, static_cast<uint64_t>(cfg.seed));
-  layers::SgdOptions so;
-  so.momentum = cfg.momentum;
-  so.weight_decay = cfg.weight_decay;
-  so.decay_bias_bn = cfg.decay_bias_bn;
-  layers::Sgd sgd(*backend, so, net.param_ranges(), net.num_params());
+  ProfiledModel m = make_profiled_model(cfg, 1, threads);
+  auto& backend = m.backend;
+  layers::Net& net = m.net;
+  layers::Sgd& sgd = *m.sgd;
   const size_t n = net.num_params();
   std::vector<float> g(n, 1e-4f);
   backend->upload(g.data(), net.grads().data(), n * sizeof(float));

@@ -22,29 +22,9 @@
 source "$(dirname "$0")/lib.sh"
 : "${SRC:?repository root}" "${COMPARE:?dtrain_compare_params}"
 export OMP_NUM_THREADS=1 PATH="$PATH:/usr/sbin"
-skip() { echo "SKIP: $*"; exit 77; }
-netns_or_skip
-for prog in munged mungekey slurmctld slurmd sbatch srun sinfo scontrol scancel mpirun; do
-  command -v "$prog" > /dev/null || skip "$prog not found (Debian's slurm-wlm, munge, openmpi-bin: scripts/setup-deps.sh)"
-done
 source "$IT_DIR/slurm_lib.sh"
 slurm_test_start "slurm cluster test" "${DTRAIN_SLURM_TEST_BUDGET:-330}"
-C="$SRC/scripts/emulated-cluster.sh"
-# A name no other cluster has (other runs' clusters stay untouched).
-while :; do
-  NAME=sl$((RANDOM % 100000))
-  [ ! -e "/run/dtrain-cluster/$NAME" ] && ! ip netns list | grep -qE "^$NAME-" && break
-done
-cleanup() {
-  slurm_cleanup
-  "$C" down --name "$NAME" > /dev/null 2>&1 || true
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-slurm_state=$(mktemp -d "${TMPDIR:-/tmp}/dtrain-slurm-test.XXXXXX")
-env_line=$(bash "$SRC/slurm/local-cluster.sh" start --nodes 2 --cluster "$NAME" "$slurm_state") ||
-  fail "the 2-node Slurm did not start (see the message above)"
-eval "$env_line"
+slurm_nodes_up 2 sl mpirun
 echo "ok: 2-node Slurm up on emulated cluster $NAME ($SLURM_CONF)"
 
 # 1. Nodes and host names.

@@ -11,6 +11,14 @@
 #                                 fresh state folder and exports its SLURM_CONF; an
 #                                 EXIT trap stops it (cancelling its jobs), also when
 #                                 a check fails, printing the daemons' last log lines
+#   slurm_nodes_up N PREFIX [PROG...]
+#                                 the multi-node form (tests that need namespaces:
+#                                 skips, exit 77, where they cannot be made or a
+#                                 PROG, munge or Slurm is missing): an emulated
+#                                 cluster of N nodes under a fresh name PREFIXnnnnn
+#                                 (in NAME; other runs' clusters stay untouched),
+#                                 slurm/local-cluster.sh start --nodes N on it and
+#                                 its SLURM_CONF exported; an EXIT trap stops both
 #   job_field ID FIELD [FIELD…]   fields of one `scontrol show job -o ID` (JobState,
 #                                 Restarts, ExitCode, …), space-separated, read
 #                                 together (one look at the job)
@@ -51,6 +59,27 @@ slurm_cluster_up() {
     fail "the local Slurm cluster did not start (see the message above)"
   eval "$env_line"
   echo "ok: local cluster up ($SLURM_CONF)"
+}
+
+slurm_nodes_up() {
+  local n=$1 prefix=$2 prog env_line
+  shift 2
+  netns_or_skip
+  for prog in munged mungekey slurmctld slurmd sbatch srun sinfo scontrol scancel "$@"; do
+    command -v "$prog" > /dev/null ||
+      { echo "SKIP: $prog not found (Debian's slurm-wlm, munge, openmpi-bin: scripts/setup-deps.sh)"; exit 77; }
+  done
+  EMULATED_CLUSTER="$SRC/scripts/emulated-cluster.sh"
+  while :; do
+    NAME=$prefix$((RANDOM % 100000))
+    [ ! -e "/run/dtrain-cluster/$NAME" ] && ! ip netns list | grep -qE "^$NAME-" && break
+  done
+  trap 'slurm_cleanup; "$EMULATED_CLUSTER" down --name "$NAME" > /dev/null 2>&1 || true' EXIT
+  trap 'exit 130' INT TERM
+  slurm_state=$(mktemp -d "${TMPDIR:-/tmp}/dtrain-slurm-test.XXXXXX")
+  env_line=$(bash "$SRC/slurm/local-cluster.sh" start --nodes "$n" --cluster "$NAME" "$slurm_state") ||
+    fail "the $n-node Slurm did not start (see the message above)"
+  eval "$env_line"
 }
 
 job_field() {

@@ -32,28 +32,9 @@
 source "$(dirname "$0")/lib.sh"
 : "${SRC:?repository root}"
 export OMP_NUM_THREADS=1 PATH="$PATH:/usr/sbin"
-skip() { echo "SKIP: $*"; exit 77; }
-netns_or_skip
-for prog in munged mungekey slurmctld slurmd sbatch srun sinfo scontrol scancel; do
-  command -v "$prog" > /dev/null || skip "$prog not found (Debian's slurm-wlm, munge: scripts/setup-deps.sh)"
-done
 source "$IT_DIR/slurm_lib.sh"
 slurm_test_start "slurm placement test" "${DTRAIN_SLURM_TEST_BUDGET:-240}"
-C="$SRC/scripts/emulated-cluster.sh"
-while :; do
-  NAME=pl$((RANDOM % 100000))
-  [ ! -e "/run/dtrain-cluster/$NAME" ] && ! ip netns list | grep -qE "^$NAME-" && break
-done
-cleanup() {
-  slurm_cleanup
-  "$C" down --name "$NAME" > /dev/null 2>&1 || true
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-slurm_state=$(mktemp -d "${TMPDIR:-/tmp}/dtrain-slurm-test.XXXXXX")
-env_line=$(bash "$SRC/slurm/local-cluster.sh" start --nodes 4 --cluster "$NAME" "$slurm_state") ||
-  fail "the 4-node Slurm did not start (see the message above)"
-eval "$env_line"
+slurm_nodes_up 4 pl
 grep -qx "TaskPlugin=task/affinity" "$SLURM_CONF" || fail "the cluster does not bind tasks: $(grep TaskPlugin "$SLURM_CONF")"
 echo "ok: 4-node Slurm up on emulated cluster $NAME ($SLURM_CONF, task/affinity)"
 
