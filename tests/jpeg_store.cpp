@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "core/error.hpp"
+#include "core/settings.hpp"
 #include "io/idx.hpp"
 #include "io/resample.hpp"
 
@@ -91,7 +92,7 @@ void write_jpeg_store(const std::string& path, const std::vector<StoreImage>& im
 }
 
 FashionImages fashion_images(int64_t n, bool test_set) {
-  const std::string dir = "/usr/share/datasets/fashion-mnist/";
+  const std::string dir = settings::fashion_dir() + "/";  // DTRAIN_FASHION_DIR, as dtrain data
   const std::string stem = test_set ? "t10k" : "train";
   io::IdxImages im = io::read_idx_images(dir + stem + "-images-idx3-ubyte.gz");
   std::vector<uint8_t> lab = io::read_idx_labels(dir + stem + "-labels-idx1-ubyte.gz");

@@ -140,9 +140,28 @@ grep -qF -- "train --job jobs/lenet.ini" "$run/command.txt" &&
 grep -qx "SLURM_JOB_ID=$sid" "$run/env.txt" || fail "-D job $sid: env.txt lacks SLURM_JOB_ID"
 echo "ok: -D job $sid: log $W/it-srun-$sid.out, run folder $run ($(ls "$run" | tr '\n' ' '))"
 
+# A launcher that does not exist: refused before anything is written or started.
+mkdir -p "$T/badlauncher"
+msg=$(cd "$T/badlauncher" && DTRAIN_LAUNCHER=bogus bash "$SRC/slurm/train.sbatch" "$SRC/jobs/fashion_lenet.ini" 2>&1) && rc=0 || rc=$?
+[ "$rc" = 2 ] && grep -qF "DTRAIN_LAUNCHER must be srun or mpirun, not 'bogus'" <<<"$msg" ||
+  fail "DTRAIN_LAUNCHER=bogus: exit $rc → $msg"
+[ -z "$(ls -A "$T/badlauncher")" ] || fail "DTRAIN_LAUNCHER=bogus wrote $(ls -A "$T/badlauncher")"
+echo "ok: DTRAIN_LAUNCHER=bogus refused at once (exit 2), nothing written"
+
 # 3. The sweep. An impossible point (64 nodes here) is named and nothing is submitted.
 sweep_args=(--time 00:10:00 --shared --python "$PY" --sbatch-arg=--cpus-per-task=1
             --report-sbatch-arg=--time=00:10:00 jobs/fashion_lenet.ini -- "${data[@]}" --minibatch 32)
+# --dry-run: every command printed as a shell reads it back (an argument with a
+# space stays one), placeholder ids, nothing written or submitted.
+dry=$(slurm/sweep --out "$T/dry" --nodes "1 2" --modes allreduce --dry-run --sbatch-arg="--comment=a b" \
+        "${sweep_args[@]}" 2>&1) || fail "sweep --dry-run failed → $dry"
+[ ! -e "$T/dry" ] || fail "sweep --dry-run wrote $T/dry"
+n_dry=$(grep -c '^DTRAIN_LAUNCHER=srun DTRAIN_RUN_DIR=.* sbatch .*--comment=a\\ b ' <<<"$dry" || true)
+[ "$n_dry" = 2 ] || fail "sweep --dry-run: $n_dry quoted point commands, wanted 2 → $dry"
+eval "dry_words=($(grep -m1 '^DTRAIN_LAUNCHER' <<<"$dry" | sed 's/^[^ ]* [^ ]* sbatch //'))"
+printf '%s\n' "${dry_words[@]}" | grep -qx -- "--comment=a b" || fail "sweep --dry-run: '--comment=a b' is not one word → $dry"
+grep -q -- "--dependency=afterany:DRYRUN1:DRYRUN2 " <<<"$dry" || fail "sweep --dry-run: the report's dependency → $dry"
+echo "ok: sweep --dry-run prints quoted commands and writes nothing"
 out=$(slurm/sweep --out "$T/rejected" --nodes "1 64" --modes allreduce "${sweep_args[@]}" 2>&1) && rc=0 || rc=$?
 [ "$rc" = 2 ] || fail "sweep with a 64-node point: exit $rc, wanted 2 → $out"
 grep -qF "point allreduce-n64x1-ps0 (64 ranks) rejected" <<<"$out" || fail "sweep: the rejected point is not named → $out"
