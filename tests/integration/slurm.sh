@@ -147,6 +147,21 @@ msg=$(cd "$T/badlauncher" && DTRAIN_LAUNCHER=bogus bash "$SRC/slurm/train.sbatch
   fail "DTRAIN_LAUNCHER=bogus: exit $rc → $msg"
 [ -z "$(ls -A "$T/badlauncher")" ] || fail "DTRAIN_LAUNCHER=bogus wrote $(ls -A "$T/badlauncher")"
 echo "ok: DTRAIN_LAUNCHER=bogus refused at once (exit 2), nothing written"
+# mpirun that is not Open MPI's (a stand-in printing Hydra's --version): refused
+# before anything is written, pointing at srun; accepted with its own options
+# in DTRAIN_MPIRUN_ARGS and --ps-placement last (the stand-in then "runs" it).
+mkdir -p "$T/hydra/bin" "$T/hydra/run"
+printf '#!/bin/sh\ncase "$1" in --version) echo "HYDRA build details:"; echo "    Version: 4.0.2";; *) exit 0;; esac\n' \
+  > "$T/hydra/bin/mpirun"
+chmod +x "$T/hydra/bin/mpirun"
+msg=$(cd "$T/hydra/run" && PATH="$T/hydra/bin:$PATH" DTRAIN_LAUNCHER=mpirun \
+        bash "$SRC/slurm/train.sbatch" "$SRC/jobs/fashion_lenet.ini" 2>&1) && rc=0 || rc=$?
+[ "$rc" = 2 ] && grep -qF "is not Open MPI's. Launch with srun" <<<"$msg" || fail "Hydra's mpirun: exit $rc → $msg"
+[ -z "$(ls -A "$T/hydra/run")" ] || fail "Hydra's mpirun: the refused job wrote $(ls -A "$T/hydra/run")"
+msg=$(cd "$T/hydra/run" && PATH="$T/hydra/bin:$PATH" DTRAIN_LAUNCHER=mpirun DTRAIN_MPIRUN_ARGS="-bind-to none" \
+        bash "$SRC/slurm/train.sbatch" "$SRC/jobs/fashion_lenet.ini" --ps-placement last 2>&1) ||
+  fail "Hydra's mpirun with DTRAIN_MPIRUN_ARGS and --ps-placement last refused → $msg"
+echo "ok: a non-Open MPI mpirun is refused unless given its own options (DTRAIN_MPIRUN_ARGS, --ps-placement last)"
 
 # 3. The sweep. An impossible point (64 nodes here) is named and nothing is submitted.
 sweep_args=(--time 00:10:00 --shared --python "$PY" --sbatch-arg=--cpus-per-task=1
