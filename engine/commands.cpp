@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "core/error.hpp"
+#include "core/format.hpp"
 #include "core/log.hpp"
 #include "core/settings.hpp"
 #include "engine/config.hpp"
@@ -75,7 +76,10 @@ int cmd_train(const std::vector<std::string>& args) {
     std::snprintf(secs, sizeof secs, "%.1f", r.seconds);
     log::info("dtrain: finished ", r.steps, " steps in ", r.epochs, " epoch(s), ", secs, " s, ",
               static_cast<long>(r.images_per_s), " images/s", acc,
-              r.run_dir.empty() ? std::string() : "; outputs in " + r.run_dir);
+              r.run_dir.empty() ? std::string() : "; outputs in " + r.run_dir,
+              cfg.compute_stand_in_ms > 0 ? "; COMPUTE STAND-IN (" + format::shortest(cfg.compute_stand_in_ms) +
+                                                " ms per step, no model trained: an emulation of the exchange)"
+                                          : std::string());
   }
   return kExitOk;
 }

@@ -14,6 +14,7 @@
 
 #include "comm/wait.hpp"
 #include "core/error.hpp"
+#include "core/format.hpp"
 
 namespace dtrain::engine {
 
@@ -221,13 +222,19 @@ void Timeline::write(const std::string& path) {
     err_us = std::max(err_us, static_cast<double>(std::max(x.rtt0, x.rtt1)) / 2000.0);
     dropped += x.dropped;
   }
+  // A compute stand-in run says so (issue 16: every output of such a run).
+  const std::string stand_in =
+      compute_stand_in_ms > 0 ? ",\"compute_stand_in_ms\":" + format::shortest(compute_stand_in_ms) +
+                                    ",\"compute_stand_in\":\"an emulation: each worker's compute spans are a "
+                                    "stand-in's wait, not a model's forward and backward\""
+                              : std::string();
   std::fprintf(f,
                "{\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"producer\":\"dtrain train --timeline\",\"ranks\":%d,"
                "\"first_step\":%lld,\"timeline_steps\":%lld,\"clock\":\"steady clock of each rank mapped onto rank "
                "0's: offsets from the fastest of %d MPI round trips with rank 0 at start and at the end, interpolated "
-               "linearly\",\"clock_alignment_error_us\":%.3f,\"dropped_events\":%llu},\n\"traceEvents\":[",
+               "linearly\",\"clock_alignment_error_us\":%.3f,\"dropped_events\":%llu%s},\n\"traceEvents\":[",
                size, static_cast<long long>(first_step_), static_cast<long long>(steps_), kPings, err_us,
-               static_cast<unsigned long long>(dropped));
+               static_cast<unsigned long long>(dropped), stand_in.c_str());
   JsonOut out(f);
   const int64_t origin = start_.local_ns;  // rank 0's first measurement: ts 0
   for (const Header& x : all) write_metadata(out, x);

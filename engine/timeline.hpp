@@ -68,6 +68,10 @@ class Timeline {
   // writes `path` (ignored elsewhere). Throws Error when the file cannot be written.
   void write(const std::string& path);
 
+  // > 0: the run's --compute-stand-in-ms, written into otherData
+  // ("compute_stand_in_ms", with a note that the compute spans are the stand-in's).
+  double compute_stand_in_ms = 0;
+
  private:
   struct Sync {
     int64_t local_ns = 0;   // this rank's clock at the measurement

@@ -26,6 +26,7 @@
 #include "comm/watchdog.hpp"
 #include "core/error.hpp"
 #include "core/hash.hpp"
+#include "core/format.hpp"
 #include "core/log.hpp"
 #include "engine/checkpoint.hpp"
 #include "engine/exit.hpp"
@@ -79,7 +80,13 @@ void save_params(TrainJob& job, const std::string& path) {
   const size_t nb = static_cast<size_t>(net.buffers().numel());
   with_host_copy(be, net.params().data(), net.num_params(), false, [&](float* p) {
     with_host_copy(be, net.buffers().data(), nb, false, [&](float* bufs) {
-      io::save_float_arrays(path, {{"params", {p, net.num_params()}}, {"buffers", {bufs, nb}}});
+      std::vector<std::pair<std::string, std::string>> attrs;
+      if (job.cfg.compute_stand_in_ms > 0)  // not a trained model: the file says so (issue 16)
+        attrs.emplace_back("compute_stand_in",
+                           format::shortest(job.cfg.compute_stand_in_ms) +
+                               " ms per step instead of forward and backward: an emulation of the exchange; these "
+                               "parameters were updated with stand-in gradients and are not a trained model");
+      io::save_float_arrays(path, {{"params", {p, net.num_params()}}, {"buffers", {bufs, nb}}}, attrs);
     });
   });
 }
@@ -180,6 +187,7 @@ TrainResult train(const TrainConfig& cfg, MPI_Comm world_comm) {
                          (arena + bucket - 1) / bucket + 1;
     timeline = std::make_unique<Timeline>(job.topo, from.step, cfg.timeline_steps,
                                           timeline_events_per_step(parts, job.world_size));
+    timeline->compute_stand_in_ms = cfg.compute_stand_in_ms;
   }
   std::unique_ptr<comm::Exchange> ex = make_exchange(job, timeline.get());
   if (job.topo.is_server()) {

@@ -188,6 +188,10 @@ int cmd_tune(const std::vector<std::string>& args) {
   if (t.base_batch < 0) DT_USAGE("dtrain tune: option 'base-batch' must be ≥ 0");
   if (!std::isfinite(t.t_c_ms) || t.t_c_ms < 0)
     DT_USAGE("dtrain tune: option 't-c-ms' must be a finite number ≥ 0 (0: measure), got ", t.t_c_ms);
+  if (!std::isfinite(t.link_gbps) || t.link_gbps < 0)
+    DT_USAGE("dtrain tune: option 'link-gbps' must be > 0 (Gb/s), or 0 (measure), got ", t.link_gbps);
+  if (!std::isfinite(t.latency_us) || !(t.latency_us >= 0 || t.latency_us == -1))
+    DT_USAGE("dtrain tune: option 'latency-us' must be ≥ 0 (µs), or −1 (measure), got ", t.latency_us);
   if (!std::isfinite(t.t_u_ms)) DT_USAGE("dtrain tune: option 't-u-ms' must be finite, got ", t.t_u_ms);
   if (t.t_u_ms != 0 && !(t.t_c_ms > 0))
     DT_USAGE("dtrain tune: option 't-u-ms' needs 't-c-ms' (a measured T_C already includes the update)");

@@ -7,7 +7,8 @@
 namespace dtrain::io {
 
 void save_float_arrays(const std::string& path,
-                       const std::vector<std::pair<std::string, std::span<const float>>>& arrays) {
+                       const std::vector<std::pair<std::string, std::span<const float>>>& arrays,
+                       const std::vector<std::pair<std::string, std::string>>& root_attributes) {
   H5TempFile file(path);
   H5Id lcpl(DT_H5(H5Pcreate(H5P_LINK_CREATE)), H5Pclose);
   DT_H5(H5Pset_create_intermediate_group(lcpl.get(), 1));
@@ -26,6 +27,7 @@ void save_float_arrays(const std::string& path,
         H5Dwrite(dset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()) < 0)
       DT_FAIL(path, ": writing /", name, " failed", h5_error_suffix());
   }
+  for (const auto& [name, text] : root_attributes) write_string_attribute(file.id(), name.c_str(), text);
   file.commit();
 }
 

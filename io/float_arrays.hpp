@@ -14,10 +14,12 @@
 
 namespace dtrain::io {
 
-// Writes each (name, values) pair as a 1-D float32 dataset [values.size()].
-// Throws dtrain::Error on a write failure or a duplicate name.
+// Writes each (name, values) pair as a 1-D float32 dataset [values.size()],
+// and each (name, text) of `root_attributes` as a string attribute of the root
+// group ("/"). Throws dtrain::Error on a write failure or a duplicate name.
 void save_float_arrays(const std::string& path,
-                       const std::vector<std::pair<std::string, std::span<const float>>>& arrays);
+                       const std::vector<std::pair<std::string, std::span<const float>>>& arrays,
+                       const std::vector<std::pair<std::string, std::string>>& root_attributes = {});
 
 // Reads dataset `name` of `path`: must be 1-D float32. Throws dtrain::UsageError
 // naming the file and the dataset (missing file or dataset, wrong dtype or rank).

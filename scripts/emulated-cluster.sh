@@ -68,7 +68,13 @@ need_root() { [ "$(id -u)" = 0 ] || die "needs root (network and UTS namespaces)
 
 cmd=${1:-}; [ -n "$cmd" ] && shift || true
 NAME=dtc NODES=2 PRESET=1gbe RATE="" DELAY="" SLOTS=0 DELAY_GIVEN=0 CONTROLLER=0
+case $cmd in
+  -h|--help|help) sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
+esac
 while [ $# -gt 0 ]; do
+  case $1 in
+    --nodes|--preset|--rate|--delay|--name|--slots) [ $# -ge 2 ] || die "$1 needs a value (usage: $0 --help)" ;;
+  esac
   case $1 in
     --nodes) NODES=$2; shift 2 ;;
     --preset) PRESET=$2; shift 2 ;;
@@ -84,6 +90,7 @@ while [ $# -gt 0 ]; do
 done
 [[ $NAME =~ ^[a-z][a-z0-9]{0,7}$ ]] || die "--name '$NAME': 1–8 lower-case letters and digits, starting with a letter"
 [[ $NODES =~ ^[0-9]+$ ]] && [ "$NODES" -ge 1 ] && [ "$NODES" -le 64 ] || die "--nodes '$NODES': 1..64"
+[[ $SLOTS =~ ^[0-9]+$ ]] && [ "$SLOTS" -le 4096 ] || die "--slots '$SLOTS': 0 (the machine's cores) to 4096"
 STATE=/run/dtrain-cluster/$NAME
 BR_NS=$NAME-br
 CTL_NS=$NAME-ctl
@@ -137,12 +144,17 @@ exec_on() {
 }
 
 # rate_bits "1gbit" → 1000000000 (tc's units: bit kbit mbit gbit, decimal).
+# Decimals and any case, as tc takes them (1.5gbit, 1Gbit); bits/s, an integer.
 rate_bits() {
-  local v=$1
-  [[ $v =~ ^([0-9]+)(bit|kbit|mbit|gbit)$ ]] || die "--rate '$v': a number with bit, kbit, mbit or gbit (e.g. 1gbit)"
-  local n=${BASH_REMATCH[1]}
-  case ${BASH_REMATCH[2]} in bit) echo "$n" ;; kbit) echo $((n * 1000)) ;; mbit) echo $((n * 1000000)) ;;
-    gbit) echo $((n * 1000000000)) ;; esac
+  local v=${1,,}
+  [[ $v =~ ^([0-9]+(\.[0-9]+)?)(bit|kbit|mbit|gbit)$ ]] ||
+    die "--rate '$1': a number with bit, kbit, mbit or gbit (e.g. 1gbit, 1.5gbit)"
+  local f
+  case ${BASH_REMATCH[3]} in bit) f=1 ;; kbit) f=1000 ;; mbit) f=1000000 ;; gbit) f=1000000000 ;; esac
+  local b
+  b=$(awk -v n="${BASH_REMATCH[1]}" -v f="$f" 'BEGIN { printf "%.0f", n * f }')
+  [ "$b" -ge 1000 ] || die "--rate '$1': at least 1kbit"
+  echo "$b"
 }
 
 have_netem() {  # the kernel's sch_netem (not every kernel has it: this VM's has not)
@@ -176,8 +188,8 @@ up() {
   if ip netns list | awk '{print $1}' | grep -qE "^$NAME-(br|ctl|n[0-9]+)$"; then
     die "namespaces named $NAME-* exist without $STATE: scripts/emulated-cluster.sh down --name $NAME"
   fi
+  [ -z "$RATE" ] || { rate_bits "$RATE" > /dev/null; RATE=${RATE,,}; }  # checked before anything is made
   trap 'rc=$?; if [ $rc != 0 ]; then echo "emulated-cluster: up failed, removing what it made" >&2; teardown; fi' EXIT
-  [ -z "$RATE" ] || rate_bits "$RATE" > /dev/null
   NETEM=0
   if [ -n "$DELAY" ]; then
     if have_netem; then NETEM=1

@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "io/float_arrays.hpp"
+#include "io/h5_util.hpp"
 #include "tests/test_io_util.hpp"
 
 using Catch::Matchers::Contains;
@@ -76,4 +77,14 @@ TEST_CASE("bad float-array requests are usage errors naming file and dataset", "
     CHECK_FALSE(std::filesystem::exists(dup));
     CHECK(dtrain::test::count_temp_files(dir.path()) == 0);
   }
+}
+
+TEST_CASE("float arrays: root attributes say what the file is", "[io]") {
+  TempDir dir;
+  const std::string path = dir.file("params.h5");
+  std::vector<float> a = {1.0f, 2.0f};
+  dtrain::io::save_float_arrays(path, {{"params", a}}, {{"compute_stand_in", "50 ms per step: an emulation"}});
+  dtrain::io::H5Id f = dtrain::io::open_h5_read_only(path);
+  CHECK(dtrain::io::read_string_attribute(f.get(), path, "compute_stand_in") == "50 ms per step: an emulation");
+  CHECK(dtrain::io::load_float_array(path, "params") == a);
 }

@@ -10,6 +10,8 @@
 #     (relative L2 difference ≤ 1e-5, as it_distributed), and its gradients
 #     crossed the shaped links (tc's byte counters on the nodes' eth0); its
 #     --timeline is valid Chrome-trace JSON with one track per rank (check_timeline.py);
+#  0. bad arguments (--slots x, a missing value, --rate fast, an unknown preset):
+#     exit 2 naming the argument, nothing made;
 #  4. down: no namespace, link, mount or process of the cluster is left.
 # Skipped (exit 77, the reason printed) where namespaces cannot be made (not
 # root, no iproute2, a kernel or container that refuses them). ~40 s.
@@ -19,6 +21,12 @@ C="$SRC/scripts/emulated-cluster.sh"
 netns_or_skip
 
 NAME=c$((RANDOM % 10000))
+# 0. Bad arguments: exit 2 naming the argument, nothing made.
+expect_exit 2 "--slots 'x'" -- "$C" up --name "$NAME" --slots x
+expect_exit 2 "--nodes needs a value" -- "$C" up --name "$NAME" --nodes
+expect_exit 2 "--rate 'fast'" -- "$C" up --name "$NAME" --rate fast
+expect_exit 2 "--preset 'bogus'" -- "$C" up --name "$NAME" --preset bogus
+[ ! -e "/run/dtrain-cluster/$NAME" ] && ! ip netns list | grep -qE "^$NAME-" || fail "a refused up made something"
 cleanup() { "$C" down --name "$NAME" > /dev/null 2>&1 || true; }
 trap cleanup EXIT
 "$C" up --nodes 2 --preset 1gbe --name "$NAME" | tee up.log

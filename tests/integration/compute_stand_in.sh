@@ -2,7 +2,8 @@
 # The compute stand-in (--compute-stand-in-ms, engine/compute_stand_in.hpp,
 # issue 16): LeNet-5 runs whose steps spend 50 ms instead of forward/backward.
 # (1) 1 rank: every step record, the epoch and run records and the progress
-#     line say so; T_C is never below 50 ms, its median over the steps is
+#     line, the final line, the saved parameters' /compute_stand_in attribute
+#     (and, in (2), the timeline's otherData) say so; T_C is never below 50 ms, its median over the steps is
 #     within 5% of 50 ms, every step but at most one within 10% (a step woken
 #     late on a loaded machine), none beyond 30%.
 # (2) 2 workers + 1 server (ps) and 2 workers (allreduce): the exchange got the
@@ -51,9 +52,13 @@ run 1 one --max-steps 5
 check_records "$W/one.jsonl" || fail "1-rank stand-in records"
 grep -qF "(compute stand-in 50 ms)" "$W/one.out" || fail "the progress line does not name the stand-in"
 grep -qF "compute stand-in 50 ms per step" "$W/one.out" || fail "the start-up line does not name the stand-in"
+grep -qF "; COMPUTE STAND-IN (50 ms per step, no model trained" "$W/one.out" || fail "the final line does not name the stand-in"
+h5dump -A "$W/one.h5" | grep -qF "these parameters were updated with stand-in gradients" ||
+  fail "the saved parameters do not say they come from a stand-in run: $(h5dump -A "$W/one.h5" | head -20)"
+echo "ok: the final line and the saved parameters (attribute /compute_stand_in) name the stand-in"
 
 # (2) Two workers and a server; two workers under allreduce.
-run 3 ps --max-steps 5 --mode ps --ps 1 --minibatch 32
+run 3 ps --max-steps 5 --mode ps --ps 1 --minibatch 32 --timeline "$W/ps-timeline.json"
 run 2 allreduce --max-steps 5 --minibatch 32
 for m in ps allreduce; do
   check_records "$W/$m.jsonl" || fail "$m stand-in records"
@@ -63,6 +68,12 @@ for m in ps allreduce; do
   echo "ok: $m handed the exchange the whole arena ($b bytes) every step"
   "$COMPARE" "$W/one.h5" "$W/$m.h5" 1e-6 || fail "$m: parameters differ from the 1-rank stand-in run (or are not finite)"
 done
+"$(dt_python)" - "$W/ps-timeline.json" <<'PY' || fail "the stand-in run's timeline does not say it is one"
+import json, sys
+d = json.load(open(sys.argv[1]))["otherData"]
+assert d.get("compute_stand_in_ms") == 50 and "emulation" in d.get("compute_stand_in", ""), d
+print("ok: the timeline's otherData names the stand-in")
+PY
 run 1 short --max-steps 4
 echo "(a difference is wanted here:)"
 if "$COMPARE" "$W/one.h5" "$W/short.h5" 1e-3; then fail "5 and 4 stand-in steps end with the same parameters"; fi

@@ -147,6 +147,16 @@ msg=$(cd "$T/badlauncher" && DTRAIN_LAUNCHER=bogus bash "$SRC/slurm/train.sbatch
   fail "DTRAIN_LAUNCHER=bogus: exit $rc → $msg"
 [ -z "$(ls -A "$T/badlauncher")" ] || fail "DTRAIN_LAUNCHER=bogus wrote $(ls -A "$T/badlauncher")"
 echo "ok: DTRAIN_LAUNCHER=bogus refused at once (exit 2), nothing written"
+# A missing job file and a server count that leaves no worker: refused by the
+# script before a run folder exists or anything is launched.
+for bad in "/nonexistent/job.ini|does not exist or cannot be read" \
+           "$SRC/jobs/fashion_lenet.ini --ps 2|leaves no worker among the job's 2 task(s)"; do
+  read -ra bad_args <<<"${bad%%|*}"
+  msg=$(cd "$T/badlauncher" && SLURM_NTASKS=2 bash "$SRC/slurm/train.sbatch" "${bad_args[@]}" 2>&1) && rc=0 || rc=$?
+  [ "$rc" = 2 ] && grep -qF "${bad#*|}" <<<"$msg" || fail "train.sbatch ${bad%%|*}: exit $rc → $msg"
+  [ -z "$(ls -A "$T/badlauncher")" ] || fail "train.sbatch ${bad%%|*} wrote $(ls -A "$T/badlauncher")"
+done
+echo "ok: a missing job file and --ps ≥ the tasks are refused before anything is written"
 # mpirun that is not Open MPI's (a stand-in printing Hydra's --version): refused
 # before anything is written, pointing at srun; accepted with its own options
 # in DTRAIN_MPIRUN_ARGS and --ps-placement last (the stand-in then "runs" it).

@@ -74,6 +74,11 @@ id2=$(submit 2) id4=$(submit 4)
 idc=$(sbatch --parsable --job-name=pl-cores -N 2 --ntasks=4 --exclusive --cpus-per-task=1 --time=00:05:00 \
         --output="$PWD/cores.out" "$SRC/slurm/train.sbatch" "${common[@]}" --mode allreduce --max-steps 2) ||
   fail "sbatch refused the cores-binding job"
+# 5. No servers, not exclusive, overcommitted (one CPU per node): Slurm's own
+# step layout ran 3 + 1 here; spread's host file keeps the 2 + 2 blocks.
+ide=$(sbatch --parsable --job-name=pl-even -N 2 --ntasks=4 --overcommit --cpus-per-task=1 --time=00:05:00 \
+        --output="$PWD/even.out" "$SRC/slurm/train.sbatch" "${common[@]}" --mode allreduce --max-steps 2) ||
+  fail "sbatch refused the no-server overcommitted job"
 idd=$(DTRAIN_LAUNCHER=mpirun sbatch --parsable --job-name=pl-ded -N 3 --ntasks=5 --exclusive --cpus-per-task=1 \
         --time=00:05:00 --output="$PWD/ded.out" "$SRC/slurm/train.sbatch" "${common[@]}" --mode hybrid --ps 1 \
         --max-steps 2 --ps-placement dedicated) || fail "sbatch refused the dedicated mpirun job"
@@ -182,4 +187,21 @@ for line in "${rows[@]}"; do
 done
 grep -qF "4 workers in 2 nodes of 2, 1 server, mode hybrid" ded.out || fail "job $idd: the engine did not see 2 nodes of 2 workers"
 echo "ok: dedicated mpirun job $idd: the server alone on ${job_nodes[2]}:"
+printf '    %s\n' "${rows[@]}"
+
+# 5. The no-server job: 2 + 2 as the header says.
+res=$(wait_job "$ide")
+cat even.out
+[ "$res" = "COMPLETED 0:0" ] || fail "no-server job $ide ended $res"
+grep -qF "placement: spread: 2 worker(s) per node on 2 node(s), no servers" even.out ||
+  fail "job $ide: not the spread placement without servers"
+mapfile -t rows < <(table even.out)
+[ "${#rows[@]}" = 4 ] || fail "job $ide: ${#rows[@]} placement lines, wanted 4"
+job_layout "$ide"
+for line in "${rows[@]}"; do
+  read -r r role host cpus <<<"$line"
+  [ "$host" = "${job_nodes[r / 2]}" ] || fail "job $ide: rank $r on $host, wanted ${job_nodes[r / 2]} (blocks of 2)"
+done
+grep -qF "4 workers in 2 nodes of 2, 0 servers, mode allreduce" even.out || fail "job $ide: the engine did not see 2 nodes of 2 workers"
+echo "ok: no-server overcommitted job $ide: 2 + 2 workers, as the header says:"
 printf '    %s\n' "${rows[@]}"

@@ -67,6 +67,10 @@ expect_exit 2 "is not a folder" -- "$DTRAIN" tune "${job[@]}" --candidates 8 --o
 # An existing tuned job is never replaced silently.
 expect_exit 2 "option 'out': '$W/tuned.ini' exists" -- "$DTRAIN" tune "${job[@]}" --candidates 8 --out "$W/tuned.ini"
 expect_exit 2 "option 'knee'" -- "$DTRAIN" tune "${job[@]}" --knee -3
+expect_exit 2 "option 'link-gbps' must be > 0" -- "$DTRAIN" tune "${job[@]}" --link-gbps -1
+expect_exit 2 "option 'latency-us' must be ≥ 0" -- "$DTRAIN" tune "${job[@]}" --latency-us -3
+expect_exit 2 "option 't-u-ms' needs 't-c-ms'" -- "$DTRAIN" tune "${job[@]}" --t-u-ms 5
+expect_exit 2 "option 't-c-ms' must be a finite number" -- "$DTRAIN" tune "${job[@]}" --t-c-ms nan
 expect_exit 2 "at most" -- "$DTRAIN" tune "${job[@]}" --nodes 100000 --gpus-per-node 100000
 # The linear lr rule is capped: lr 0.05 for batch 16 → 2 × 2 workers × 16 = ×4 allowed, ×8 not.
 "$DTRAIN" tune "${job[@]}" --nodes 2 --gpus-per-node 2 --base-batch 16 --candidates 32 --profile-steps 2 \
