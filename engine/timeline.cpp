@@ -41,10 +41,14 @@ double to_us(const Header& h, int64_t origin, int64_t t) {
   return (static_cast<double>(t - origin) + off) / 1000.0;
 }
 
+// "rank R (worker, node N, host H)": N the exchange's node index of the
+// worker (0-based; virtual nodes with --ranks-per-node), "-" on a server; H
+// the host name the rank ran on.
 std::string track_name(const Header& h) {
   std::string s = "rank " + std::to_string(h.rank) + (h.server ? " (server" : " (worker") + ", node ";
   s += h.node >= 0 ? std::to_string(h.node) : std::string("-");
-  return s + ")";
+  const std::string host(h.host, strnlen(h.host, sizeof h.host));
+  return s + ", host " + (host.empty() ? std::string("?") : host) + ")";
 }
 
 class JsonOut {

@@ -13,8 +13,10 @@ set_tests_properties(it_slurm_cluster PROPERTIES ENVIRONMENT "${DTRAIN_IT_ENV}"
   LABELS cluster TIMEOUT 420 SKIP_RETURN_CODE 77 RUN_SERIAL TRUE)
 # Server placement and binding of slurm/train.sbatch on a 4-node Slurm of the
 # emulated cluster: the fit check, sbatch -N 2 and -N 4 hybrid jobs with one
-# server per node and every rank bound to one core, read from the engine's
-# placement table (tests/integration/slurm_placement.sh). Skipped (77) as above.
+# server per node, each rank's CPU set the one srun gave its task (one core of
+# its own in the cores-binding job), read from the engine's placement table;
+# a dedicated job through mpirun; a no-server job kept 2 + 2
+# (tests/integration/slurm_placement.sh). Skipped (77) as above.
 add_test(NAME it_slurm_placement COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/slurm_placement.sh)
 set_tests_properties(it_slurm_placement PROPERTIES ENVIRONMENT "${DTRAIN_IT_ENV}"
   LABELS cluster TIMEOUT 300 SKIP_RETURN_CODE 77 RUN_SERIAL TRUE)

@@ -5,7 +5,7 @@ usage: check_timeline.py FILE --ranks N --servers S --steps K [--mode M]
                          [--ranks-per-node R] [--checkpoints STEP,STEP]
 
 Valid JSON with traceEvents and displayTimeUnit; one track (pid) per rank,
-named "rank R (worker|server, node N)" by process_name metadata; workers have
+named "rank R (worker|server, node N|-, host H)" by process_name metadata; workers have
 step, loader wait, forward and backward events on the main thread and
 send/receive events (push/pull or allreduce buckets, bytes > 0) on the
 exchange thread; servers have receive, aggregate, update and send events;
@@ -75,7 +75,7 @@ def main():
     workers = a.ranks - a.servers
     if sorted(names) != list(range(a.ranks)):
         fail("tracks %s, wanted one per rank 0..%d" % (sorted(names), a.ranks - 1))
-    pat = re.compile(r"^rank (\d+) \((worker|server), node (\d+|-)\)$")
+    pat = re.compile(r"^rank (\d+) \((worker|server), node (\d+|-), host ([^ ()]+)\)$")
     for pid, name in names.items():
         m = pat.match(name)
         if not m or int(m.group(1)) != pid:

@@ -66,7 +66,7 @@ grep -qF "4 workers in 2 nodes of 2, 1 server, mode hybrid" hybrid.log || fail "
 # Its timeline: valid Chrome-trace JSON, one track per rank, the hybrid events of 4 steps.
 /usr/bin/python3 "$IT_DIR/check_timeline.py" hybrid-timeline.json --ranks 5 --servers 1 --steps 4 \
   --mode hybrid --ranks-per-node 2 || fail "the 2-node hybrid timeline"
-grep -q '"rank 2 (worker, node 1)"' hybrid-timeline.json || fail "rank 2 is not on node 1 in the timeline"
+grep -q '"rank 2 (worker, node 1, host node2)"' hybrid-timeline.json || fail "rank 2 is not on node 1 (host node2) in the timeline"
 d1=$(( $(sent_bytes 1) - b1 )) d2=$(( $(sent_bytes 2) - b2 ))
 # Node 1's leader pushes its node's reduced gradient to the server (node 2) and pulls
 # the parameters back: at least 61,706 floats (247 KB) each way per step, 20 steps.
