@@ -116,6 +116,18 @@ job_layout() {
 # table LOG: "R ROLE HOST CPUS" per line of the engine's placement table.
 table() { sed -nE 's/^dtrain:   rank ([0-9]+) (worker|server) ([^ ]+) cpus ([^ ]+) gpu (.*)$/\1 \2 \3 \4/p' "$1"; }
 
+# finished_job ID LOG N WHAT: job ID COMPLETED; rows = its N placement lines
+# ("R ROLE HOST CPUS"); job_nodes and job_cpus its layout.
+finished_job() {
+  local id=$1 log=$2 n=$3 what=$4 res
+  res=$(wait_job "$id")
+  cat "$log"
+  [ "$res" = "COMPLETED 0:0" ] || fail "$what job $id ended $res"
+  mapfile -t rows < <(table "$log")
+  [ "${#rows[@]}" = "$n" ] || fail "$what job $id: ${#rows[@]} placement lines, wanted $n"
+  job_layout "$id"
+}
+
 check_job() {  # NODES ID
   local n=$1 id=$2 log="n$1.out" ranks=$((2 * $1 + 2)) res line r role host cpus want local_i
   res=$(wait_job "$id")
@@ -149,14 +161,9 @@ check_job 2 "$id2"
 check_job 4 "$id4"
 
 # 3. --cpu-bind=cores: each rank one core of its own (the job's 2 tasks per node fit the cores).
-res=$(wait_job "$idc")
-cat cores.out
-[ "$res" = "COMPLETED 0:0" ] || fail "cores-binding job $idc ended $res"
+finished_job "$idc" cores.out 4 cores-binding
 grep -qF "binding:  srun --cpu-bind=cores, OMP_PLACES=cores OMP_PROC_BIND=close" cores.out ||
   fail "job $idc: not srun --cpu-bind=cores with the OpenMP binding"
-mapfile -t rows < <(table cores.out)
-[ "${#rows[@]}" = 4 ] || fail "job $idc: ${#rows[@]} placement lines, wanted 4"
-job_layout "$idc"
 declare -A used=()
 for line in "${rows[@]}"; do
   read -r r role host cpus <<<"$line"
@@ -171,15 +178,10 @@ echo "ok: --cpu-bind=cores job $idc: each rank on one core of its own:"
 printf '    %s\n' "${rows[@]}"
 
 # 4. dedicated, through mpirun.
-res=$(wait_job "$idd")
-cat ded.out
-[ "$res" = "COMPLETED 0:0" ] || fail "dedicated mpirun job $idd ended $res"
+finished_job "$idd" ded.out 5 "dedicated mpirun"
 grep -qF "placement: dedicated: 2 worker(s) per node on 2 node(s), the 1 server(s) on the last 1 node(s)" ded.out ||
   fail "job $idd: not the dedicated placement"
 grep -qF "launcher: mpirun," ded.out || fail "job $idd: not launched by mpirun"
-mapfile -t rows < <(table ded.out)
-[ "${#rows[@]}" = 5 ] || fail "job $idd: ${#rows[@]} placement lines, wanted 5"
-job_layout "$idd"
 for line in "${rows[@]}"; do
   read -r r role host cpus <<<"$line"
   if [ "$r" -lt 4 ]; then want="worker ${job_nodes[r / 2]}"; else want="server ${job_nodes[2]}"; fi
@@ -190,14 +192,9 @@ echo "ok: dedicated mpirun job $idd: the server alone on ${job_nodes[2]}:"
 printf '    %s\n' "${rows[@]}"
 
 # 5. The no-server job: 2 + 2 as the header says.
-res=$(wait_job "$ide")
-cat even.out
-[ "$res" = "COMPLETED 0:0" ] || fail "no-server job $ide ended $res"
+finished_job "$ide" even.out 4 no-server
 grep -qF "placement: spread: 2 worker(s) per node on 2 node(s), no servers" even.out ||
   fail "job $ide: not the spread placement without servers"
-mapfile -t rows < <(table even.out)
-[ "${#rows[@]}" = 4 ] || fail "job $ide: ${#rows[@]} placement lines, wanted 4"
-job_layout "$ide"
 for line in "${rows[@]}"; do
   read -r r role host cpus <<<"$line"
   [ "$host" = "${job_nodes[r / 2]}" ] || fail "job $ide: rank $r on $host, wanted ${job_nodes[r / 2]} (blocks of 2)"
