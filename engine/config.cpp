@@ -115,12 +115,12 @@ struct Options {
   po::options_description desc{"dtrain train options (job-file keys are the same names)"};
   std::string mean, std, lr_milestones;
   // The enum-valued keys as written; validate() parses them into the TrainConfig.
-  std::string device, lr_schedule, mode, wait_policy, on_nonfinite, augment, rrc_scale, rrc_ratio;
+  std::string device, lr_schedule, mode, wait_policy, on_nonfinite, augment, rrc_scale, rrc_ratio, precision;
   Options(TrainConfig& c)
       : device(device_name(c.device)), lr_schedule(lr_schedule_name(c.lr_schedule)), mode(comm::mode_name(c.mode)),
         wait_policy(wait_policy_option(c.wait_policy)), on_nonfinite(nonfinite_policy_name(c.on_nonfinite)),
         augment(io::crop_mode_name(c.augment)), rrc_scale(range_text(c.rrc_scale_min, c.rrc_scale_max)),
-        rrc_ratio(range_text(c.rrc_ratio_min, c.rrc_ratio_max)) {
+        rrc_ratio(range_text(c.rrc_ratio_min, c.rrc_ratio_max)), precision(layers::precision_name(c.precision)) {
     desc.add_options()
       ("help,h", "this help")
       ("job", po::value(&c.job), "job file (INI: key = value, keys as below)")
@@ -131,6 +131,7 @@ struct Options {
       ("reference-kernels", def(&c.reference_kernels), "use the plain-loop reference kernels (slow; for debugging; device cpu or cpu-staged)")
       ("workspace-mb", def(&c.workspace_mb), "cuda: cuDNN workspace budget per convolution layer, MiB (the fastest algorithm that fits is chosen)")
       ("tf32", def(&c.tf32), "cuda: allow TF32 tensor cores in convolutions and GEMMs (true | false)")
+      ("precision", def(&precision), "fp32 | bf16: bf16 activations and weight copies in the convolutions and GEMMs, with fp32 master weights, gradients, optimizer state, batch-norm statistics and loss (mixed precision; cpu: a CPU with AVX512-BF16 or AMX)")
       ("threads", def(&c.threads), "compute threads per rank (0: under Slurm the task's CPUs less the loader threads, else cores / ranks)")
       ("minibatch", def(&c.minibatch), "images per worker per step")
       ("eval-minibatch", def(&c.eval_minibatch), "images per evaluation batch (0: minibatch)")
@@ -207,6 +208,7 @@ void validate(TrainConfig& c, const Options& o) {
 #endif
   need(!c.reference_kernels || c.device != Device::cuda, "reference-kernels",
        "true runs the CPU reference kernels and needs device cpu or cpu-staged, not cuda");
+  c.precision = layers::parse_precision(o.precision);
   need(c.workspace_mb >= 0 && c.workspace_mb <= (int64_t{1} << 20), "workspace-mb",
        "must be a number of MiB in [0, 1048576], got ", c.workspace_mb);
   need(c.minibatch > 0, "minibatch", "must be > 0, got ", c.minibatch);

@@ -47,6 +47,7 @@ struct TrainConfig {
   bool reference_kernels = false;  // cpu, cpu-staged: the plain-loop reference backend (debugging)
   int64_t workspace_mb = 256;  // cuda: cuDNN workspace budget per convolution layer, MiB
   bool tf32 = false;           // cuda: allow TF32 tensor cores in convolutions and GEMMs
+  layers::DType precision = layers::DType::f32;  // --precision fp32 | bf16 (activations, weight copies; layers/format.hpp)
   int threads = 0;           // compute threads per rank; 0 = engine/train_job.hpp choose_thread_counts
 
   int minibatch = 64;        // per worker, images

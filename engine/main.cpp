@@ -33,7 +33,8 @@ int run(const std::string& cmd, const std::vector<std::string>& args) {
   if (cmd == "bench") {
     if (!args.empty() && args[0] == "comm") return cmd_bench_comm({args.begin() + 1, args.end()});
     if (!args.empty() && args[0] == "io") return cmd_bench_io({args.begin() + 1, args.end()});
-    DT_USAGE("dtrain bench: which benchmark? (comm | io)");
+    if (!args.empty() && args[0] == "compute") return cmd_bench_compute({args.begin() + 1, args.end()});
+    DT_USAGE("dtrain bench: which benchmark? (comm | io | compute)");
   }
   if (cmd == "--help" || cmd == "-h" || cmd == "help") {
     std::fputs(usage().c_str(), stdout);

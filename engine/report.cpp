@@ -175,7 +175,7 @@ void append_run_record(const TrainConfig& cfg, const TrainResult& r, const RunCl
       {"kind", "run"}, {"model", cfg.model}, {"minibatch", cfg.minibatch},
       {"mode", comm::mode_name(size > 1 ? cfg.mode : comm::Mode::allreduce)}, {"workers", workers}, {"servers", cfg.ps},
       {"ranks_per_node", cfg.ranks_per_node}, {"nodes", nodes}, {"workers_per_node", workers_per_node},
-      {"threads", threads},
+      {"threads", threads}, {"precision", layers::precision_name(cfg.precision)},
       {"world_size", size}, {"cores", cores}, {"steps", r.steps}, {"images_per_s", r.images_per_s},
       {"wall_s", wall}, {"job_cpu_s", job}, {"machine_busy_s", busy},
       {"background_cores", busy > 0 && wall > 0 ? std::max(0.0, (busy - job) / wall) : 0.0},

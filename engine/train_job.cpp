@@ -224,7 +224,9 @@ TrainJob::TrainJob(const TrainConfig& c, MPI_Comm world) : cfg(c), topo(world, t
   if (!cfg.std.empty() && static_cast<int64_t>(cfg.std.size()) != in.c())
     DT_USAGE("option 'std': ", cfg.std.size(), " values for ", in.c(), " channels");
 
-  net->finalize(*backend, static_cast<uint64_t>(cfg.seed));
+  // Servers only update the float32 arena: the precision is the workers' business.
+  net->finalize(*backend, static_cast<uint64_t>(cfg.seed),
+                layers::NetOptions{topo.is_worker() ? cfg.precision : layers::DType::f32});
 
   n_train = train_set->n();
   if (cfg.max_train_samples > 0) n_train = std::min(n_train, cfg.max_train_samples);

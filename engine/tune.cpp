@@ -77,6 +77,7 @@ std::string job_file_text(const TrainConfig& c) {
   kv("reference-kernels", boolean(c.reference_kernels));
   num("workspace-mb", c.workspace_mb);
   kv("tf32", boolean(c.tf32));
+  if (c.precision != layers::DType::f32) kv("precision", layers::precision_name(c.precision));  // omitted at fp32 (job hashes)
   num("threads", c.threads);
   num("minibatch", c.minibatch);
   num("eval-minibatch", c.eval_minibatch);

@@ -204,7 +204,7 @@ ProfiledModel make_profiled_model(const TrainConfig& cfg, int x, int threads) {
   mo.classes = data ? data->classes() : 0;
   mo.dropout = cfg.dropout;
   layers::Net net = layers::make_model(cfg.model, mo);
-  net.finalize(*backend, static_cast<uint64_t>(cfg.seed));
+  net.finalize(*backend, static_cast<uint64_t>(cfg.seed), layers::NetOptions{cfg.precision});
   layers::SgdOptions so;
   so.momentum = cfg.momentum;
   so.weight_decay = cfg.weight_decay;

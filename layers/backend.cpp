@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 
 #include "core/error.hpp"
 
@@ -27,5 +28,62 @@ void* Backend::host_alloc(size_t bytes) {
 }
 
 void Backend::host_free(void* p) { std::free(p); }
+
+void require_plain_exec(const KernelExec& e, const std::string& backend, const char* kernel) {
+  DT_CHECK(e.precision == DType::f32 && !e.any_format && !e.relu && e.src == Format{}, "the ", backend, " backend's ",
+           kernel, " kernel takes f32 nchw without a fused ReLU; asked for ", dtype_name(e.precision),
+           e.any_format ? " in any format" : "", e.relu ? " with a ReLU" : "", " from ", e.src.str());
+}
+
+std::string Backend::precision_unsupported(DType t) const {
+  if (t == DType::f32) return "";
+  return "the " + name() + " backend computes in fp32 only (bf16 needs the cpu backend on a CPU with AVX512-BF16)";
+}
+
+void Backend::sgd_update_segments(float* param, const float* grad, float* mom, const SgdSegment* segs,
+                                  size_t n_segs, float lr, float momentum) {
+  for (size_t i = 0; i < n_segs; ++i) {
+    const SgdSegment& s = segs[i];
+    sgd_update(param + s.begin, grad + s.begin, mom ? mom + s.begin : nullptr, s.end - s.begin, lr, momentum,
+               s.weight_decay);
+  }
+}
+
+namespace {
+// The defaults below take what every backend has: plain float32 tensors.
+size_t plain_count(const char* fn, std::initializer_list<const Tensor*> ts) {
+  const Tensor& first = **ts.begin();
+  for (const Tensor* t : ts) {
+    DT_CHECK(t->format().is_plain_f32(), "Backend::", fn, ": this backend takes f32 nchw tensors, not ",
+             t->format().str());
+    DT_CHECK(t->shape() == first.shape(), "Backend::", fn, ": shapes ", first.shape().str(), " and ",
+             t->shape().str(), " differ");
+  }
+  return static_cast<size_t>(first.numel());
+}
+float* ptr(const Tensor& t) { return const_cast<float*>(t.data()); }
+}  // namespace
+
+void Backend::relu(const Tensor& x, Tensor& y) { relu_forward(x.data(), y.data(), plain_count("relu", {&x, &y})); }
+void Backend::relu_grad(const Tensor& y, const Tensor& dy, Tensor& dx) {
+  relu_backward(y.data(), dy.data(), dx.data(), plain_count("relu_grad", {&y, &dy, &dx}));
+}
+void Backend::sum(const Tensor& a, const Tensor& b, Tensor& y, bool relu) {
+  const size_t n = plain_count("sum", {&a, &b, &y});
+  add(a.data(), b.data(), y.data(), n);
+  if (relu) relu_forward(y.data(), y.data(), n);
+}
+void Backend::accumulate_into(const Tensor& x, Tensor& y) {
+  accumulate(x.data(), y.data(), plain_count("accumulate_into", {&x, &y}));
+}
+void Backend::dropout(const Tensor& x, Tensor& y, float* mask, float p, uint64_t seed) {
+  dropout_forward(x.data(), y.data(), mask, plain_count("dropout", {&x, &y}), p, seed);
+}
+void Backend::dropout_grad(const float* mask, const Tensor& dy, Tensor& dx) {
+  dropout_backward(mask, dy.data(), dx.data(), plain_count("dropout_grad", {&dy, &dx}));
+}
+void Backend::convert(const Tensor& src, Tensor& dst) {
+  copy(src.data(), ptr(dst), plain_count("convert", {&src, &dst}));
+}
 
 }  // namespace dtrain::layers

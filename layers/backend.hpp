@@ -3,11 +3,17 @@
 // A backend is a factory of stateful kernels (one per layer instance, holding
 // its primitives, workspaces and saved statistics) plus a few stateless
 // elementwise functions. All pointers are device pointers of the backend's
-// device; all tensors are dense float32 NCHW (2-D tensors are [N, F]).
+// device. Tensors are float32 plain NCHW (2-D tensors are [N, F]) unless a
+// kernel was created with a KernelExec that lets it choose (below): then its
+// activation pointers address storage in the formats the kernel reports
+// (src_format(), dst_format(); format.hpp), bf16 elements included, while
+// weights, biases and their gradients stay float32 plain.
 //
 // Gradient semantics: every backward call OVERWRITES its outputs (dx, dw, db,
 // dgamma, dbeta). A pointer given as nullptr is not computed (dx of the first
-// layer). Fan-out accumulation is the Net's job (accumulate()).
+// layer). Fan-out accumulation is the Net's job (accumulate()). The gradient
+// of an activation is stored in the activation's format (dy in dst_format(),
+// dx in src_format()).
 // Every kernel's backward follows a forward on the same, unmodified inputs
 // and weights (backends may reuse what forward reordered or saved).
 // Preconditions (checked, Error otherwise): pooling pad ≤ kernel/2; batch
@@ -16,8 +22,9 @@
 // `correct` may be nullptr, `mom` may be nullptr when momentum is 0.
 //
 // Backends: "reference" (plain loops, layers/cpu/reference*.cpp, the truth the
-// others are tested against), "cpu" (oneDNN + BLAS, layers/cpu/), "cuda"
-// (cuDNN + cuBLAS, layers/cuda/, built when the toolkit is found; its device
+// others are tested against), "cpu" (oneDNN, layers/cpu/: blocked formats,
+// fused ReLU, bf16 where the CPU has AVX512-BF16), "cuda" (cuDNN + cuBLAS,
+// layers/cuda/, built when the toolkit is found; its device
 // pointers are not host-readable: data enters through upload(), leaves through
 // download()), and "cpu-staged" (layers/cpu/staged.hpp: the CPU kernels behind
 // the cuda backend's memory model, with every pointer checked — the test double
@@ -34,6 +41,22 @@
 
 namespace dtrain::layers {
 
+// How the Net asks a kernel to run (Net::plan fills it; the default is the
+// plain float32 kernel every backend has). A backend is asked only for what it
+// declares (Backend::blocked_formats, fuses_relu, precision_unsupported).
+struct KernelExec {
+  Format src;                    // the format x arrives in (a hint: the kernel may read another)
+  DType precision = DType::f32;  // element type of its activations and weight copies
+  bool any_format = false;       // it may choose blocked formats for x and y
+  bool relu = false;             // y = max(op(x), 0); backward then takes dy of that output
+                                 // already masked by y > 0 unless masks_relu_grad()
+  bool float_out = false;        // write y as float32 where it can (the net's output)
+};
+
+// Throws Error unless e asks for the plain float32 kernel without a fused
+// ReLU (the only kind a backend without those capabilities makes).
+void require_plain_exec(const KernelExec& e, const std::string& backend, const char* kernel);
+
 struct ConvDesc {
   int n = 1, c = 1, h = 1, w = 1;  // input [N, C, H, W]
   int k = 1;                       // output channels; weights [K, C/groups, KH, KW]
@@ -42,6 +65,7 @@ struct ConvDesc {
   int pad_h = 0, pad_w = 0;        // symmetric zero padding
   int groups = 1;                  // C and K divisible by groups
   bool bias = true;                // bias [K]
+  KernelExec exec;
   int out_h() const { return (h + 2 * pad_h - kh) / stride_h + 1; }
   int out_w() const { return (w + 2 * pad_w - kw) / stride_w + 1; }
 };
@@ -55,6 +79,7 @@ struct PoolDesc {
   int pad_h = 0, pad_w = 0;        // max: padding is -inf; avg: see below
   PoolKind kind = PoolKind::max;
   bool avg_include_pad = true;     // avg divides by KH·KW (torch's count_include_pad=True)
+  KernelExec exec;
   int out_h() const { return (h + 2 * pad_h - kh) / stride_h + 1; }  // floor mode
   int out_w() const { return (w + 2 * pad_w - kw) / stride_w + 1; }
 };
@@ -68,6 +93,7 @@ struct LrnDesc {
   int n = 1, c = 1, h = 1, w = 1;
   int size = 5;
   float alpha = 1e-4f, beta = 0.75f, k = 1.0f;
+  KernelExec exec;
 };
 
 // Batch normalisation over (N, H, W) per channel (Ioffe & Szegedy 2015).
@@ -78,22 +104,34 @@ struct BatchNormDesc {
   int n = 1, c = 1, h = 1, w = 1;
   float eps = 1e-5f;
   float momentum = 0.1f;
+  KernelExec exec;
 };
 
 // y = x·Wᵀ + b: x [N, IN], W [OUT, IN] (torch layout), b [OUT], y [N, OUT].
 struct LinearDesc {
   int n = 1, in = 1, out = 1;
   bool bias = true;
+  KernelExec exec;
 };
 
 // The stateful kernels. Four layer kinds share two interfaces: convolution and
 // linear are "weighted" (x, w, b → y), pooling and LRN are "unary" (x → y).
+// Every kernel says which formats it reads and writes (fixed at creation,
+// from its KernelExec; plain float32 by default).
+class Kernel {
+ public:
+  virtual ~Kernel() = default;
+  virtual Format src_format() const { return {}; }  // x and dx
+  virtual Format dst_format() const { return {}; }  // y and dy
+  // With exec.relu: true when backward() applies the ReLU's mask to dy itself
+  // (from what forward saved); false when the caller passes dy already masked.
+  virtual bool masks_relu_grad() const { return false; }
+};
 
 // Conv: x [N,C,H,W], w [K,C/g,KH,KW], b [K] → y [N,K,OH,OW].
 // Linear: x [N,IN], w [OUT,IN], b [OUT] → y [N,OUT]. b is nullptr when !bias.
-class WeightedKernel {
+class WeightedKernel : public Kernel {
  public:
-  virtual ~WeightedKernel() = default;
   virtual void forward(const float* x, const float* w, const float* b, float* y) = 0;
   // dy (y's shape) → dx (x's shape), dw (w's shape), db (b's shape)
   virtual void backward(const float* x, const float* w, const float* dy, float* dx, float* dw,
@@ -103,9 +141,8 @@ using ConvKernel = WeightedKernel;
 using LinearKernel = WeightedKernel;
 
 // Pool: x [N,C,H,W] → y [N,C,OH,OW]; LRN: x [N,C,H,W] → y [N,C,H,W].
-class UnaryKernel {
+class UnaryKernel : public Kernel {
  public:
-  virtual ~UnaryKernel() = default;
   virtual void forward(const float* x, float* y) = 0;  // may save state (argmax) for backward
   // Uses what the last forward() saved; dx (x's shape) overwritten.
   virtual void backward(const float* x, const float* y, const float* dy, float* dx) = 0;
@@ -113,9 +150,8 @@ class UnaryKernel {
 using PoolKernel = UnaryKernel;
 using LrnKernel = UnaryKernel;
 
-class BatchNormKernel {
+class BatchNormKernel : public Kernel {
  public:
-  virtual ~BatchNormKernel() = default;
   // x, y [N,C,H,W]; gamma, beta, running_mean, running_var: [C]. Saves batch mean and 1/σ.
   virtual void forward_train(const float* x, const float* gamma, const float* beta, float* y,
                              float* running_mean, float* running_var) = 0;
@@ -157,6 +193,13 @@ class Backend {
   virtual void* host_alloc(size_t bytes);
   virtual void host_free(void* p);
 
+  // What the Net may ask of this backend through KernelExec. Defaults: plain
+  // float32 kernels only, each ReLU a layer of its own.
+  virtual bool blocked_formats() const { return false; }
+  virtual bool fuses_relu() const { return false; }
+  // "" when the kernels compute in `t`, else why not (a sentence for the user).
+  virtual std::string precision_unsupported(DType t) const;
+
   virtual std::unique_ptr<ConvKernel> conv(const ConvDesc& d) = 0;
   virtual std::unique_ptr<PoolKernel> pool(const PoolDesc& d) = 0;
   virtual std::unique_ptr<LrnKernel> lrn(const LrnDesc& d) = 0;
@@ -187,6 +230,33 @@ class Backend {
   //   g = grad + wd·param;  mom = momentum·mom + g;  param −= lr·mom
   virtual void sgd_update(float* param, const float* grad, float* mom, size_t count, float lr,
                           float momentum, float weight_decay) = 0;
+  // The same update over consecutive segments [begin, end) of one arena (floats;
+  // ascending, non-overlapping), each with its weight decay: one pass over the
+  // memory where the backend can (default: sgd_update per segment). param,
+  // grad, mom point at the start of the arena.
+  struct SgdSegment {
+    size_t begin = 0, end = 0;
+    float weight_decay = 0;
+  };
+  virtual void sgd_update_segments(float* param, const float* grad, float* mom, const SgdSegment* segs,
+                                   size_t n_segs, float lr, float momentum);
+
+  // ---- the same elementwise functions on Tensors of any Format (the Net's
+  // activations). Operands share one format and shape (y may alias an input);
+  // they act on every stored element, so zero padding channels stay zero. The
+  // defaults take plain float32 tensors (the functions above); a backend with
+  // bf16 or blocked kernels overrides them.
+  virtual void relu(const Tensor& x, Tensor& y);                               // y = max(x, 0)
+  virtual void relu_grad(const Tensor& y, const Tensor& dy, Tensor& dx);       // dx = dy·[y > 0]
+  virtual void sum(const Tensor& a, const Tensor& b, Tensor& y, bool relu);    // y = a + b (then ReLU)
+  virtual void accumulate_into(const Tensor& x, Tensor& y);                    // y += x
+  // Inverted dropout as dropout_forward (mask: float32, the tensor's stored
+  // elements; plain formats only, so that element i is NCHW element i).
+  virtual void dropout(const Tensor& x, Tensor& y, float* mask, float p, uint64_t seed);
+  virtual void dropout_grad(const float* mask, const Tensor& dy, Tensor& dx);
+  // dst ← src, same shape, any two formats (a copy when they agree). Throws
+  // Error for a pair the backend cannot convert (default: float32 plain only).
+  virtual void convert(const Tensor& src, Tensor& dst);
 };
 
 // Counter-based uniform in [0, 1) from (seed, index): splitmix64, top 24 bits.

@@ -23,4 +23,25 @@ void Layer::ensure_batch(int n) {
   }
 }
 
+KernelExec Layer::exec_of(const PlanIn& p) {
+  KernelExec e;
+  e.src = p.inputs.empty() ? Format{} : p.inputs[0];
+  e.precision = p.precision;
+  e.any_format = p.any_format;
+  e.relu = p.relu;
+  e.float_out = p.float_out;
+  return e;
+}
+
+PlanOut Layer::plan(const PlanIn& p) {
+  DT_CHECK(backend_ != nullptr, "layer ", name_, " planned before Net::finalize()");
+  exec_ = exec_of(p);
+  exec_.any_format = false;
+  exec_.relu = false;
+  make_kernels(p.n);
+  kernel_n_ = p.n;
+  const Format f = Format::plain(p.inputs.empty() ? DType::f32 : p.inputs[0].dtype);
+  return {std::vector<Format>(p.inputs.size(), f), f, false};
+}
+
 }  // namespace dtrain::layers

@@ -37,6 +37,22 @@ struct ParamSpec {
   bool no_decay = false;  // a bias or a batch-norm parameter (weight decay optional)
 };
 
+// What the Net tells a layer when it plans a minibatch size (Net's plan, on
+// the first forward of each minibatch size), and what the layer answers.
+struct PlanIn {
+  int n = 1;                     // minibatch
+  std::vector<Format> inputs;    // the formats its inputs are stored in
+  DType precision = DType::f32;  // the net's compute precision
+  bool any_format = false;       // the backend's kernels may choose blocked formats
+  bool relu = false;             // apply the ReLU that follows (asked only when fuses_relu())
+  bool float_out = false;        // the net's output: write float32 if the layer can
+};
+struct PlanOut {
+  std::vector<Format> inputs;    // the formats it reads (the Net converts what differs)
+  Format output;                 // the format it writes; its gradient comes in the same one
+  bool masks_relu_grad = false;  // with relu: backward() masks dy itself (else the Net does, in place)
+};
+
 // A kernel descriptor with the input x [N, C, H, W]'s C, H, W and the
 // minibatch n filled in (every descriptor of backend.hpp starts with n, c, h, w).
 template <typename Desc>
@@ -68,6 +84,16 @@ class Layer {
   void bind(Backend* backend, std::vector<Tensor> params, std::vector<Tensor> grads,
             std::vector<Tensor> buffers);
 
+  // Creates the kernels for p.n (and whenever the plan changes). The default
+  // (kinds without formats of their own): make_kernels(p.n), every input
+  // and the output plain in the precision of the first input.
+  virtual PlanOut plan(const PlanIn& p);
+  // True when the kind can apply a ReLU to its output in the same pass.
+  virtual bool fuses_relu() const { return false; }
+  // True for the ReLU kind (which the Net may fuse into its producer).
+  virtual bool is_relu() const { return false; }
+
+  // in: the inputs in the formats plan() asked for; out: in plan()'s output format.
   virtual void forward(const std::vector<const Tensor*>& in, Tensor& out, bool train) = 0;
   virtual void backward(const std::vector<const Tensor*>& in, const Tensor& out, const Tensor& dout,
                         const std::vector<float*>& din) = 0;
@@ -84,7 +110,10 @@ class Layer {
  protected:
   // Re-creates the kernels for minibatch n when it differs from the last one.
   void ensure_batch(int n);
+  // Creates the kernels for minibatch n with exec_ (what the last plan() asked).
   virtual void make_kernels(int n) { (void)n; }
+  // The KernelExec of p for the first input.
+  static KernelExec exec_of(const PlanIn& p);
 
   std::string name_;
   Backend* backend_ = nullptr;
@@ -92,6 +121,7 @@ class Layer {
   std::vector<Shape> in_shapes_;
   Shape out_shape_;
   int kernel_n_ = -1;
+  KernelExec exec_;  // what make_kernels() passes to the backend
   uint64_t seed_ = 0;
 };
 

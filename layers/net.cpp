@@ -2,6 +2,8 @@
 // backward with fan-out accumulation.
 #include "layers/net.hpp"
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 
@@ -80,9 +82,12 @@ int Net::add(std::unique_ptr<Layer> layer, std::vector<int> inputs) {
   return id;
 }
 
-void Net::finalize(Backend& backend, uint64_t seed) {
+void Net::finalize(Backend& backend, uint64_t seed, NetOptions o) {
   DT_CHECK(!finalized(), "Net::finalize called twice");
+  const std::string why = backend.precision_unsupported(o.precision);
+  if (!why.empty()) DT_USAGE("option 'precision' = ", precision_name(o.precision), ": ", why);
   backend_ = &backend;
+  opts_ = o;
   // Lay out the arenas in layer order.
   size_t np = 0, nb = 0;
   for (auto& node : nodes_) {
@@ -134,27 +139,134 @@ void Net::finalize(Backend& backend, uint64_t seed) {
   }
 }
 
-void Net::ensure_activations(int64_t n) {
+Tensor Net::alloc(const Shape& s, const Format& f) {
+  auto store = backend_->allocate((f.bytes(s) + sizeof(float) - 1) / sizeof(float));
+  act_store_.push_back(store);
+  return Tensor::view(store.get(), s, f, backend_->device());
+}
+
+// The plan for minibatch n (net.hpp): fusions, formats, conversions, buffers.
+void Net::plan(int64_t n) {
   if (n == act_n_) return;
-  const Device dev = backend_->device();
-  acts_.assign(nodes_.size(), Tensor());
-  dacts_.assign(nodes_.size(), Tensor());
+  const size_t count = nodes_.size();
+  const bool fuse = opts_.fuse && backend_->fuses_relu();
+  const bool any = opts_.any_format && backend_->blocked_formats();
+  fused_into_.assign(count, -1);
+  relu_fused_.assign(count, 0);
+  masks_relu_.assign(count, 0);
+  in_edge_.assign(count, {});
+  out_edges_.assign(count, {});
+  edges_.clear();
+  out_edge_ = -1;
+  acts_.assign(count, Tensor());
+  dacts_.assign(count, Tensor());
   act_store_.clear();
-  size_t largest = 0;
-  for (size_t i = 1; i < nodes_.size(); ++i) {
+  if (fuse)
+    for (size_t r = 1; r < count; ++r) {
+      const Node& node = nodes_[r];
+      if (!node.layer->is_relu()) continue;
+      const int i = node.inputs[0];
+      if (i != kInput && nodes_[i].consumers.size() == 1 && nodes_[i].layer->fuses_relu()) {
+        fused_into_[r] = i;
+        relu_fused_[i] = 1;
+      }
+    }
+  // The output node, or the producer whose fused ReLU it is, writes the net's output.
+  const int last = static_cast<int>(count) - 1;
+  const int writer = fused_into_[last] >= 0 ? fused_into_[last] : last;
+
+  std::vector<Format> fmt(count);
+  fmt[kInput] = Format{};
+  auto shape_n = [&](int i) {
     Shape s = nodes_[i].shape;
     s.d[0] = n;
-    size_t c = static_cast<size_t>(s.numel());
-    largest = std::max(largest, c);
-    auto a = backend_->allocate(c), d = backend_->allocate(c);
-    acts_[i] = Tensor::view(a.get(), s, dev);
-    dacts_[i] = Tensor::view(d.get(), s, dev);
-    act_store_.push_back(std::move(a));
-    act_store_.push_back(std::move(d));
+    return s;
+  };
+  for (size_t i = 1; i < count; ++i) {
+    Node& node = nodes_[i];
+    if (fused_into_[i] >= 0) {
+      fmt[i] = fmt[fused_into_[i]];
+      continue;
+    }
+    PlanIn in;
+    in.n = static_cast<int>(n);
+    for (int j : node.inputs) in.inputs.push_back(fmt[j]);
+    in.precision = opts_.precision;
+    in.any_format = any;
+    in.relu = relu_fused_[i];
+    in.float_out = static_cast<int>(i) == writer;
+    const PlanOut out = node.layer->plan(in);
+    DT_CHECK(out.inputs.size() == node.inputs.size(), node.layer->name(), ": plan gave ", out.inputs.size(),
+             " input formats for ", node.inputs.size(), " inputs");
+    fmt[i] = out.output;
+    masks_relu_[i] = relu_fused_[i] && out.masks_relu_grad;
+    for (size_t k = 0; k < node.inputs.size(); ++k) {
+      const int j = node.inputs[k];
+      int e = -1;
+      if (out.inputs[k] != fmt[j]) {
+        for (int x : out_edges_[j])
+          if (edges_[x].fmt == out.inputs[k]) e = x;
+        if (e < 0) {
+          e = static_cast<int>(edges_.size());
+          edges_.push_back({j, out.inputs[k], {}, {}, 0, 0});
+          out_edges_[j].push_back(e);
+        }
+      }
+      in_edge_[i].push_back(e);
+    }
   }
-  scratch_store_ = backend_->allocate(std::max(largest, static_cast<size_t>(nodes_[0].shape.per_sample() * n)));
-  grad_written_.assign(nodes_.size(), 0);
+  if (fmt[last] != Format{}) {
+    out_edge_ = static_cast<int>(edges_.size());
+    edges_.push_back({last, Format{}, {}, {}, 0, 0});
+  }
+
+  // Buffers: a fused ReLU shares its producer's.
+  size_t largest = 0;
+  for (size_t i = 1; i < count; ++i) {
+    if (fused_into_[i] >= 0) {
+      acts_[i] = acts_[fused_into_[i]];
+      dacts_[i] = dacts_[fused_into_[i]];
+      continue;
+    }
+    acts_[i] = alloc(shape_n(static_cast<int>(i)), fmt[i]);
+    dacts_[i] = alloc(shape_n(static_cast<int>(i)), fmt[i]);
+    largest = std::max(largest, acts_[i].bytes());
+  }
+  for (Edge& e : edges_) {
+    e.act = alloc(shape_n(e.from), e.fmt);
+    e.grad = alloc(shape_n(e.from), e.fmt);
+    largest = std::max(largest, e.act.bytes());
+  }
+  largest = std::max(largest, static_cast<size_t>(nodes_[0].shape.per_sample() * n) * sizeof(float));
+  scratch_store_ = backend_->allocate((largest + sizeof(float) - 1) / sizeof(float));
+  grad_written_.assign(count, 0);
   act_n_ = n;
+  if (profiling_) {
+    for (size_t i = 1; i < count; ++i)
+      times_[i - 1].format = fused_into_[i] >= 0 ? "fused" : fmt[i].str();
+  }
+}
+
+std::string Net::plan_report() const {
+  std::string s;
+  if (act_n_ < 0) return s;
+  for (size_t i = 1; i < nodes_.size(); ++i) {
+    const Node& node = nodes_[i];
+    s += node.layer->name() + " (" + node.layer->kind() + "): ";
+    if (fused_into_[i] >= 0) {
+      s += "fused into " + nodes_[fused_into_[i]].layer->name() + "\n";
+      continue;
+    }
+    s += acts_[i].format().str();
+    if (relu_fused_[i]) s += std::string(", applies the ReLU after it") + (masks_relu_[i] ? " (masks its gradient)" : "");
+    for (size_t k = 0; k < node.inputs.size(); ++k)
+      if (in_edge_[i][k] >= 0)
+        s += ", reads " + (node.inputs[k] == kInput ? std::string("the input") : nodes_[node.inputs[k]].layer->name()) +
+             " converted to " + edges_[in_edge_[i][k]].fmt.str();
+    s += "\n";
+  }
+  if (out_edge_ >= 0) s += "output converted from " + acts_.back().format().str() + " to f32 nchw\n";
+  return s;
 }
 
 void Net::set_step_seed(uint64_t seed) {
@@ -162,60 +274,154 @@ void Net::set_step_seed(uint64_t seed) {
   for (size_t i = 1; i < nodes_.size(); ++i) nodes_[i].layer->set_seed(seed * 0x100000001B3ull + i);
 }
 
+void Net::set_profiling(bool on) {
+  profiling_ = on;
+  if (!on) return;
+  times_.assign(nodes_.size() - 1, LayerTime{});
+  for (size_t i = 1; i < nodes_.size(); ++i) {
+    LayerTime& t = times_[i - 1];
+    t.name = nodes_[i].layer->name();
+    t.kind = nodes_[i].layer->kind();
+    t.flops = nodes_[i].layer->forward_flops();
+    if (act_n_ > 0) t.format = fused_into_[i] >= 0 ? "fused" : acts_[i].format().str();
+  }
+}
+
+namespace {
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+}  // namespace
+
 const Tensor& Net::forward(const Tensor& x, bool train) {
   DT_CHECK(finalized(), "Net::forward before finalize");
   const Shape& want = nodes_[0].shape;
   DT_CHECK(x.shape().n() >= 1 && x.shape().per_sample() == want.per_sample() &&
-               x.shape().c() == want.c(),
-           "net input ", x.shape().str(), " does not match [N, ", want.c(), ", ", want.h(), ", ", want.w(), "]");
-  ensure_activations(x.shape().n());
+               x.shape().c() == want.c() && x.format() == Format{},
+           "net input ", x.shape().str(), " (", x.format().str(), ") does not match [N, ", want.c(), ", ", want.h(),
+           ", ", want.w(), "] f32 nchw");
+  plan(x.shape().n());
+  ++pass_;
   Shape s = want;
   s.d[0] = x.shape().n();
   acts_[0] = Tensor::view(const_cast<float*>(x.data()), s, x.device());
   std::vector<const Tensor*> in;
+  double t0 = profiling_ ? (backend_->synchronize(), now_s()) : 0;
+  auto lap = [&](double& slot) {
+    if (!profiling_) return;
+    backend_->synchronize();
+    const double t = now_s();
+    slot += t - t0;
+    t0 = t;
+  };
   for (size_t i = 1; i < nodes_.size(); ++i) {
+    if (fused_into_[i] >= 0) continue;
+    Node& node = nodes_[i];
     in.clear();
-    for (int j : nodes_[i].inputs) in.push_back(&acts_[j]);
-    nodes_[i].layer->forward(in, acts_[i], train);
+    for (size_t k = 0; k < node.inputs.size(); ++k) {
+      const int e = in_edge_[i][k];
+      if (e < 0) {
+        in.push_back(&acts_[node.inputs[k]]);
+        continue;
+      }
+      Edge& edge = edges_[e];
+      if (edge.pass != pass_) {
+        backend_->convert(acts_[edge.from], edge.act);
+        edge.pass = pass_;
+      }
+      in.push_back(&edge.act);
+    }
+    if (profiling_) lap(times_[i - 1].convert_s);
+    node.layer->forward(in, acts_[i], train);
+    if (profiling_) {
+      lap(times_[i - 1].forward_s);
+      ++times_[i - 1].calls;
+    }
   }
-  return acts_.back();
+  if (out_edge_ < 0) return acts_.back();
+  backend_->convert(acts_.back(), edges_[out_edge_].act);
+  if (profiling_) lap(times_.back().convert_s);
+  return edges_[out_edge_].act;
+}
+
+void Net::contribute(Tensor& target, char& written, const std::function<void(Tensor&)>& write) {
+  if (!written) {
+    write(target);
+    written = 1;
+    return;
+  }
+  Tensor s = Tensor::view(scratch_store_.get(), target.shape(), target.format(), target.device());
+  write(s);
+  backend_->accumulate_into(s, target);
 }
 
 void Net::backward(const Tensor& dout, const GradReadyFn& on_ready) {
   DT_CHECK(act_n_ > 0, "Net::backward before forward");
-  DT_CHECK(dout.numel() == acts_.back().numel(), "backward: gradient ", dout.shape().str(),
-           " does not match the output ", acts_.back().shape().str());
+  DT_CHECK(dout.numel() == acts_.back().numel() && dout.format() == Format{}, "backward: gradient ",
+           dout.shape().str(), " (", dout.format().str(), ") does not match the output ", acts_.back().shape().str(),
+           " f32 nchw");
   std::fill(grad_written_.begin(), grad_written_.end(), 0);
+  for (Edge& e : edges_) e.grad_written = 0;
   const size_t last = nodes_.size() - 1;
-  backend_->copy(dout.data(), dacts_[last].data(), static_cast<size_t>(dout.numel()));
-  grad_written_[last] = 1;
+  double t0 = profiling_ ? (backend_->synchronize(), now_s()) : 0;
+  auto lap = [&](double& slot) {
+    if (!profiling_) return;
+    backend_->synchronize();
+    const double t = now_s();
+    slot += t - t0;
+    t0 = t;
+  };
+  {
+    const Tensor d = dout.reshaped(acts_.back().shape());
+    backend_->convert(d, dacts_[last]);
+    grad_written_[last] = 1;
+  }
   std::vector<const Tensor*> in;
   std::vector<float*> din;
+  std::vector<std::pair<Tensor*, Tensor>> accumulate;  // (target, scratch view) after the layer
   for (size_t i = last; i >= 1; --i) {
     Node& node = nodes_[i];
+    // Gradients that consumers wrote in converted formats come back first.
+    for (int e : out_edges_[i]) {
+      Edge& edge = edges_[e];
+      if (!edge.grad_written) continue;
+      contribute(dacts_[i], grad_written_[i], [&](Tensor& t) { backend_->convert(edge.grad, t); });
+    }
+    if (fused_into_[i] >= 0) {  // its gradient is its producer's buffer
+      grad_written_[fused_into_[i]] |= grad_written_[i];
+      if (profiling_) lap(times_[i - 1].convert_s);
+      continue;
+    }
     DT_CHECK(grad_written_[i], "node ", node.layer->name(), " is not connected to the output");
+    if (relu_fused_[i] && !masks_relu_[i]) backend_->relu_grad(acts_[i], dacts_[i], dacts_[i]);
+    if (profiling_) lap(times_[i - 1].convert_s);
     in.clear();
     din.clear();
+    accumulate.clear();
     // Fan-out: the first consumer to reach an input overwrites its gradient,
     // later ones write to scratch and accumulate. (Inputs repeated within one
     // layer are not supported; no model needs them.)
-    std::vector<int> accumulate_into;
-    for (int j : node.inputs) {
-      in.push_back(&acts_[j]);
+    for (size_t k = 0; k < node.inputs.size(); ++k) {
+      const int j = node.inputs[k];
+      const int e = in_edge_[i][k];
+      in.push_back(e < 0 ? &acts_[j] : &edges_[e].act);
       if (j == kInput) {
         din.push_back(nullptr);
-      } else if (!grad_written_[j]) {
-        din.push_back(dacts_[j].data());
-        grad_written_[j] = 1;
+        continue;
+      }
+      Tensor& target = e < 0 ? dacts_[j] : edges_[e].grad;
+      char& written = e < 0 ? grad_written_[j] : edges_[e].grad_written;
+      if (!written) {
+        din.push_back(target.data());
+        written = 1;
       } else {
-        DT_CHECK(accumulate_into.empty(), node.layer->name(), ": two fan-in gradients to accumulate at once");
-        din.push_back(scratch_store_.get());
-        accumulate_into.push_back(j);
+        DT_CHECK(accumulate.empty(), node.layer->name(), ": two fan-in gradients to accumulate at once");
+        Tensor s = Tensor::view(scratch_store_.get(), target.shape(), target.format(), target.device());
+        din.push_back(s.data());
+        accumulate.emplace_back(&target, s);
       }
     }
     node.layer->backward(in, acts_[i], dacts_[i], din);
-    for (int j : accumulate_into)
-      backend_->accumulate(scratch_store_.get(), dacts_[j].data(), static_cast<size_t>(acts_[j].numel()));
+    for (auto& [target, s] : accumulate) backend_->accumulate_into(s, *target);
+    if (profiling_) lap(times_[i - 1].backward_s);
     if (on_ready && node.param_end > node.param_begin) on_ready(node.param_begin, node.param_end);
   }
 }

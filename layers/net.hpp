@@ -8,6 +8,22 @@
 // layer views into them. Parameters are laid out in the order layers were
 // added, so during backward (reverse order) gradients become ready from the end
 // of the arena towards its start: a bucket is a suffix range of the arena.
+// The arenas are always float32 in the torch layouts, whatever the formats
+// the kernels compute in.
+//
+// Execution plan (made on the first forward of each minibatch size): in node
+// order, each layer is told the formats its inputs are stored in and chooses
+// the formats it reads and writes (Layer::plan; on the "cpu" backend blocked
+// nChw16c activations, and bf16 with NetOptions::precision; format.hpp). The
+// Net converts only where a producer's format and a consumer's differ (an
+// edge with a buffer of its own, shared by the consumers that want the same
+// format, whose gradient is converted back in backward); the net's input is
+// the caller's float32 NCHW and its output is converted to float32 NCHW when
+// the last layer writes another format. A ReLU whose producer can apply it
+// (Layer::fuses_relu: convolution, linear, batch norm, the residual add) and
+// feeds nothing else is fused into it when the backend fuses (Backend::
+// fuses_relu): the ReLU node then shares the producer's buffers and costs no
+// pass of its own. An activation's gradient has the activation's format.
 #pragma once
 
 #include <functional>
@@ -26,6 +42,24 @@ struct ParamRange {
   size_t offset = 0;
   size_t count = 0;
   bool no_decay = false;  // bias or batch-norm parameter
+};
+
+// How a Net runs on its backend (finalize()).
+struct NetOptions {
+  DType precision = DType::f32;  // activations and weight copies (bf16: mixed precision)
+  bool fuse = true;              // fuse ReLUs where the backend can (Backend::fuses_relu)
+  bool any_format = true;        // let kernels choose blocked formats where the backend can
+};
+
+// Time spent per node since profiling was switched on (Net::set_profiling):
+// seconds in the layer's forward and backward, and in the conversions of its
+// inputs (forward) and of their gradients (backward); calls counts forwards.
+struct LayerTime {
+  std::string name, kind;
+  std::string format;  // the output's format; "fused" for a ReLU its producer applies
+  double forward_s = 0, backward_s = 0, convert_s = 0;
+  double flops = 0;  // forward FLOPs per minibatch of the build size
+  int64_t calls = 0;
 };
 
 struct LayerSummary {
@@ -67,8 +101,11 @@ class Net {
   Shape output_shape() const { return nodes_.back().shape; }
   Shape input_shape() const { return nodes_.front().shape; }
 
-  // Allocates and initialises the arenas (deterministic in `seed`).
-  void finalize(Backend& backend, uint64_t seed);
+  // Allocates and initialises the arenas (deterministic in `seed`). Throws
+  // UsageError naming option 'precision' when the backend cannot compute in
+  // o.precision.
+  void finalize(Backend& backend, uint64_t seed, NetOptions o = {});
+  const NetOptions& options() const { return opts_; }
   bool finalized() const { return backend_ != nullptr; }
 
   // x: [n, C, H, W], any n ≥ 1; returns the output node's activations [n, …].
@@ -97,6 +134,15 @@ class Net {
   std::vector<LayerSummary> summary() const;
   double forward_flops() const;  // per minibatch of the build size
 
+  // Per-layer timing of forward() and backward(), a host clock around each
+  // layer after Backend::synchronize(): true clears the times and starts,
+  // false stops.
+  void set_profiling(bool on);
+  const std::vector<LayerTime>& profile() const { return times_; }
+  // The plan of the last forward(): a line per node (its format, a fused
+  // ReLU, the conversions it reads); empty before the first forward().
+  std::string plan_report() const;
+
  private:
   struct Node {
     std::unique_ptr<Layer> layer;  // null for the input
@@ -105,19 +151,44 @@ class Net {
     Shape shape;
     size_t param_begin = 0, param_end = 0;  // range of this layer in the arena
   };
-  void ensure_activations(int64_t n);
+  // Node `from`'s activation converted into format `fmt`, for the consumers
+  // that read it so; its gradient is converted back in backward.
+  struct Edge {
+    int from = 0;
+    Format fmt;
+    Tensor act, grad;
+    char grad_written = 0;
+    uint64_t pass = 0;  // the forward pass that last converted it
+  };
+  void plan(int64_t n);
+  Tensor alloc(const Shape& s, const Format& f);
+  // A gradient contribution to `target`: write() fills the tensor it is given
+  // (target itself for the first contribution, else scratch that is then
+  // accumulated into target).
+  void contribute(Tensor& target, char& written, const std::function<void(Tensor&)>& write);
 
   std::vector<Node> nodes_;
   Backend* backend_ = nullptr;
+  NetOptions opts_;
   Tensor params_, grads_, buffers_;
   std::shared_ptr<float> params_store_, grads_store_, buffers_store_;
   std::vector<ParamRange> param_ranges_, buffer_ranges_;
-  // Activations and their gradients for the current minibatch size.
+  // The plan, the activations and their gradients for the current minibatch size.
   int64_t act_n_ = -1;
   std::vector<Tensor> acts_, dacts_;
+  std::vector<int> fused_into_;              // a fused ReLU node → its producer, else −1
+  std::vector<char> relu_fused_;             // the node applies the ReLU after it
+  std::vector<char> masks_relu_;             // … and masks that ReLU's gradient itself
+  std::vector<std::vector<int>> in_edge_;    // per node and input: the edge it reads, or −1
+  std::vector<std::vector<int>> out_edges_;  // per node: the edges converted from it
+  std::vector<Edge> edges_;
+  int out_edge_ = -1;                        // the output's conversion to float32 NCHW
   std::vector<std::shared_ptr<float>> act_store_;
   std::shared_ptr<float> scratch_store_;
   std::vector<char> grad_written_;
+  uint64_t pass_ = 0;
+  bool profiling_ = false;
+  std::vector<LayerTime> times_;
 };
 
 // Fills `out` (count floats, host) by `init` with a stream determined by (seed, stream).

@@ -39,8 +39,18 @@ Tensor Tensor::view(float* data, Shape shape, Device device) {
   return t;
 }
 
+Tensor Tensor::view(void* data, Shape shape, Format f, Device device) {
+  Tensor t;
+  t.data_ = static_cast<float*>(data);
+  t.shape_ = shape;
+  t.format_ = f;
+  t.device_ = device;
+  return t;
+}
+
 Tensor Tensor::reshaped(Shape shape) const {
   DT_CHECK(shape.numel() == numel(), "cannot reshape ", shape_.str(), " to ", shape.str());
+  DT_CHECK(format_.is_plain(), "cannot reshape a ", format_.str(), " tensor");
   Tensor t = *this;
   t.shape_ = shape;
   return t;
@@ -48,6 +58,7 @@ Tensor Tensor::reshaped(Shape shape) const {
 
 Tensor Tensor::clone() const {
   DT_CHECK(device_ == Device::cpu, "clone() of a device tensor");
+  DT_CHECK(format_.is_plain_f32(), "clone() of a ", format_.str(), " tensor");
   Tensor t(shape_);
   if (numel() > 0) std::memcpy(t.data_, data_, bytes());
   return t;
@@ -57,6 +68,7 @@ void Tensor::zero() { fill(0.0f); }
 
 void Tensor::fill(float v) {
   DT_CHECK(device_ == Device::cpu, "fill() of a device tensor");
+  DT_CHECK(format_.is_plain_f32(), "fill() of a ", format_.str(), " tensor");
   std::fill(data_, data_ + numel(), v);
 }
 

@@ -1,11 +1,14 @@
-// layers/tensor.hpp — a float32 tensor: shape [N, C, H, W] (or [N, F]), a device
-// tag, and either owned storage or a view into someone else's (the parameter
-// arena, a batch buffer).
+// layers/tensor.hpp — a tensor: shape [N, C, H, W] (or [N, F]), a Format
+// (element type and layout, format.hpp), a device tag, and either owned
+// storage or a view into someone else's (the parameter arena, a batch buffer).
 //
-// Layout is always dense row-major NCHW; a 2-D tensor [N, F] is stored as
-// [N, F, 1, 1] with rank() == 2. Owned host storage is 64-byte aligned and
-// zero-filled. Copying a Tensor copies the handle (shared storage), like a
-// shared_ptr; clone() copies the data.
+// The default format is float32 plain NCHW, and owning tensors, parameters,
+// gradients and everything outside a Net are always that; a 2-D tensor [N, F]
+// is stored as [N, F, 1, 1] with rank() == 2. Inside a Net activations may be
+// bf16 or channel-blocked (net.hpp): data() then addresses that storage
+// (2-byte elements for bf16) and bytes() counts the padding channels. Owned
+// host storage is 64-byte aligned and zero-filled. Copying a Tensor copies the
+// handle (shared storage), like a shared_ptr; clone() copies the data.
 #pragma once
 
 #include <array>
@@ -13,6 +16,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+
+#include "layers/format.hpp"
 
 namespace dtrain::layers {
 
@@ -53,26 +58,33 @@ class Tensor {
   explicit Tensor(Shape shape, Device device = Device::cpu);
   // A non-owning view of `numel(shape)` floats at `data`.
   static Tensor view(float* data, Shape shape, Device device = Device::cpu);
+  // A view of storage in format `f` (f.bytes(shape) bytes at `data`).
+  static Tensor view(void* data, Shape shape, Format f, Device device = Device::cpu);
 
   float* data() { return data_; }
   const float* data() const { return data_; }
+  void* raw() { return data_; }
+  const void* raw() const { return data_; }
   const Shape& shape() const { return shape_; }
-  int64_t numel() const { return shape_.numel(); }
-  size_t bytes() const { return static_cast<size_t>(numel()) * sizeof(float); }
+  const Format& format() const { return format_; }
+  int64_t numel() const { return shape_.numel(); }           // logical elements
+  size_t stored() const { return format_.elements(shape_); }  // elements in storage (padding included)
+  size_t bytes() const { return format_.bytes(shape_); }
   Device device() const { return device_; }
   bool owning() const { return storage_ != nullptr; }
   bool empty() const { return data_ == nullptr; }
 
-  // Same data, another shape of equal numel (flatten). Throws Error otherwise.
+  // Same data, another shape of equal numel (flatten; plain formats only). Throws Error otherwise.
   Tensor reshaped(Shape shape) const;
-  Tensor clone() const;  // deep copy, owning (host only)
-  void zero();           // host only
-  void fill(float v);    // host only
+  Tensor clone() const;  // deep copy, owning (host, plain float32 only)
+  void zero();           // host, plain float32 only
+  void fill(float v);    // host, plain float32 only
 
  private:
   std::shared_ptr<float> storage_;
   float* data_ = nullptr;
   Shape shape_;
+  Format format_;
   Device device_ = Device::cpu;
 };
 

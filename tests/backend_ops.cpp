@@ -109,7 +109,7 @@ Op linear_op(int n, int in, int o, bool bias) {
   std::ostringstream name;
   name << "linear N=" << n << " IN=" << in << " OUT=" << o << (bias ? "" : " no bias");
   return {"linear", name.str(), [=](Dev& dev, Outputs& out) {
-            LinearDesc d{n, in, o, bias};
+            LinearDesc d{n, in, o, bias, {}};
             run_weighted(dev, out, dev.be.linear(d), size_t(n) * in, size_t(o) * in, size_t(o), size_t(n) * o,
                          bias, true);
           }};
@@ -142,7 +142,7 @@ Op pool_op(const std::string& what, int c, int h, int w, PoolKind kind, int k, i
 }
 
 Op lrn_op(int c, int h, int w, int size, float alpha = 0.5f, float beta = 0.75f, float k = 2.0f) {
-  LrnDesc d{3, c, h, w, size, alpha, beta, k};
+  LrnDesc d{3, c, h, w, size, alpha, beta, k, {}};
   std::ostringstream name;
   name << "lrn size " << size << " C=" << c << " " << h << "x" << w << " alpha " << alpha << " k " << k;
   return {"lrn", name.str(), [d](Dev& dev, Outputs& out) {
@@ -158,7 +158,7 @@ Op batch_norm_op(int n, int c, int h, int w) {
   std::ostringstream name;
   name << "batch norm N=" << n << " C=" << c << " " << h << "x" << w;
   return {"batch_norm", name.str(), [=](Dev& dev, Outputs& out) {
-            BatchNormDesc d{n, c, h, w, 1e-5f, 0.1f};
+            BatchNormDesc d{n, c, h, w, 1e-5f, 0.1f, {}};
             auto k = dev.be.batch_norm(d);
             std::mt19937 rng(5);
             const size_t sz = size_t(n) * c * h * w;
@@ -303,7 +303,7 @@ Op errors_op() {
             thrown("dropout p = 1", [&] { dev.be.dropout_forward(a, b, c, 1, 1.0f, 0); });
             const int32_t* bad = dev.labels({0, 4});  // K = 4: label 4 is out of range
             thrown("label out of range", [&] { dev.be.softmax_xent_forward(a, bad, 2, 4, b, nullptr); });
-            BatchNormDesc one{1, 2, 1, 1, 1e-5f, 0.1f};
+            BatchNormDesc one{1, 2, 1, 1, 1e-5f, 0.1f, {}};
             auto k = dev.be.batch_norm(one);
             thrown("batch norm N·H·W = 1", [&] { k->forward_train(a, b, c, a, nullptr, nullptr); });
             dev.be.synchronize();

@@ -25,7 +25,7 @@ constexpr double kTol = 1e-4;  // tests/backend_ops.hpp: Tol::kernel
 
 TEST_CASE("cpu backend conv backward before any forward matches reference", "[onednn]") {
   auto cpu = make_cpu_backend(), ref = make_reference_backend();
-  ConvDesc d{3, 16, 7, 7, 16, 3, 3, 1, 1, 1, 1, 1, true};
+  ConvDesc d{3, 16, 7, 7, 16, 3, 3, 1, 1, 1, 1, 1, true, {}};
   auto kc = cpu->conv(d), kr = ref->conv(d);
   std::mt19937 rng(42);
   const size_t xn = 3 * 16 * 49, wn = 16 * 16 * 9, yn = 3 * 16 * 49;
@@ -40,7 +40,7 @@ TEST_CASE("cpu backend conv backward before any forward matches reference", "[on
 
 TEST_CASE("cpu backend max-pool backward without a forward recomputes the argmax", "[onednn]") {
   auto cpu = make_cpu_backend(), ref = make_reference_backend();
-  PoolDesc d{3, 5, 7, 7, 3, 3, 2, 2, 1, 1, PoolKind::max, true};
+  PoolDesc d{3, 5, 7, 7, 3, 3, 2, 2, 1, 1, PoolKind::max, true, {}};
   auto kc = cpu->pool(d), kr = ref->pool(d);
   std::mt19937 rng(3);
   const size_t nx = size_t(d.n) * d.c * d.h * d.w, ny = size_t(d.n) * d.c * d.out_h() * d.out_w();

@@ -1,18 +1,27 @@
 // layers/cpu/onednn.cpp — the "cpu" backend: oneDNN for convolution, pooling,
-// LRN, batch normalisation and ReLU, OpenBLAS sgemm for linear layers, and
-// plain OpenMP-vectorised loops for the elementwise functions.
+// LRN, batch normalisation, fully connected layers (matmul), ReLU, the Net's
+// elementwise functions and its format conversions (reorders); plain
+// OpenMP-vectorised loops for the rest (dropout, softmax, SGD).
 //
 // One dnnl::engine(cpu, 0) and one dnnl::stream per backend (onednn::Ctx),
 // shared by its kernels. Every kernel builds its primitives once (constructor
 // or first call) and reorders into buffers allocated once; see
-// onednn_conv.cpp for the layout choices. ReLU primitives are cached per
-// element count (a net has only a handful of distinct counts).
+// onednn_conv.cpp for the layout choices. The elementwise primitives and the
+// reorders are cached per (operation, element count or shape, formats): a net
+// has only a handful of distinct ones.
+//
+// Capabilities (backend.hpp): kernels choose blocked formats, fuse a ReLU,
+// and compute in bf16 when oneDNN's effective ISA has AVX512-BF16 (or AMX).
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <tuple>
 #include <unordered_map>
+
+#include <omp.h>
 
 #include "core/error.hpp"
 #include "layers/cpu/onednn.hpp"
@@ -62,7 +71,17 @@ class CpuBackend final : public Backend {
     return onednn::make_batch_norm(ctx_, d);
   }
   std::unique_ptr<LinearKernel> linear(const LinearDesc& d) override {
-    return onednn::make_linear(d);
+    return onednn::make_linear(ctx_, d);
+  }
+
+  bool blocked_formats() const override { return true; }
+  bool fuses_relu() const override { return true; }
+  std::string precision_unsupported(DType t) const override {
+    if (t == DType::f32) return "";
+    const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+    if (isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx) return "";
+    return "bf16 needs a CPU with AVX512-BF16 or AMX (Cooper Lake, Sapphire Rapids, Zen 4 and later); "
+           "oneDNN finds none here (use --precision fp32)";
   }
 
   // x, y: [count]; y = max(x, 0) (oneDNN eltwise_relu).
@@ -167,6 +186,117 @@ class CpuBackend final : public Backend {
     }
   }
 
+  // ---- Tensors of any format (backend.hpp): oneDNN primitives over the stored elements.
+  void relu(const Tensor& x, Tensor& y) override {
+    const size_t n = same("relu", x, y);
+    if (n == 0) return;
+    Relu& r = relu(n, x.format().dtype);
+    r.x.set_data_handle(const_cast<void*>(x.raw()));
+    r.y.set_data_handle(y.raw());
+    r.fwd.execute(ctx_->strm, {{DNNL_ARG_SRC, r.x}, {DNNL_ARG_DST, r.y}});
+    ctx_->strm.wait();
+  }
+  void relu_grad(const Tensor& y, const Tensor& dy, Tensor& dx) override {
+    const size_t n = same("relu_grad", y, dy, &dx);
+    if (n == 0) return;
+    Relu& r = relu(n, y.format().dtype);
+    r.y.set_data_handle(const_cast<void*>(y.raw()));
+    r.dy.set_data_handle(const_cast<void*>(dy.raw()));
+    r.dx.set_data_handle(dx.raw());
+    r.bwd.execute(ctx_->strm, {{DNNL_ARG_DST, r.y}, {DNNL_ARG_DIFF_DST, r.dy}, {DNNL_ARG_DIFF_SRC, r.dx}});
+    ctx_->strm.wait();
+  }
+  void sum(const Tensor& a, const Tensor& b, Tensor& y, bool relu) override {
+    const size_t n = same("sum", a, b, &y);
+    if (n == 0) return;
+    binary_add(a.raw(), b.raw(), y.raw(), n, a.format().dtype, relu);
+  }
+  void accumulate_into(const Tensor& x, Tensor& y) override {
+    const size_t n = same("accumulate_into", x, y);
+    if (n == 0) return;
+    binary_add(y.raw(), x.raw(), y.raw(), n, x.format().dtype, false);
+  }
+  void dropout(const Tensor& x, Tensor& y, float* mask, float p, uint64_t seed) override {
+    const size_t n = same("dropout", x, y);
+    DT_CHECK(x.format().is_plain(), "dropout: plain formats only, not ", x.format().str());
+    if (x.format().dtype == DType::f32) return dropout_forward(x.data(), y.data(), mask, n, p, seed);
+    DT_CHECK(p >= 0.0f && p < 1.0f, "dropout probability must be in [0, 1), got ", p);
+    const float scale = 1.0f / (1.0f - p);
+    const auto* xs = static_cast<const uint16_t*>(x.raw());
+    auto* ys = static_cast<uint16_t*>(y.raw());
+    const ptrdiff_t m = static_cast<ptrdiff_t>(n);
+#pragma omp parallel for simd if (n >= kParallelMin)
+    for (ptrdiff_t i = 0; i < m; ++i) {
+      const float k = dropout_uniform(seed, static_cast<uint64_t>(i)) >= p ? scale : 0.0f;
+      mask[i] = k;
+      ys[i] = bf16_bits(bf16_value(xs[i]) * k);
+    }
+  }
+  void dropout_grad(const float* mask, const Tensor& dy, Tensor& dx) override {
+    const size_t n = same("dropout_grad", dy, dx);
+    if (dy.format().dtype == DType::f32) return dropout_backward(mask, dy.data(), dx.data(), n);
+    const auto* ds = static_cast<const uint16_t*>(dy.raw());
+    auto* xs = static_cast<uint16_t*>(dx.raw());
+    const ptrdiff_t m = static_cast<ptrdiff_t>(n);
+#pragma omp parallel for simd if (n >= kParallelMin)
+    for (ptrdiff_t i = 0; i < m; ++i) xs[i] = bf16_bits(bf16_value(ds[i]) * mask[i]);
+  }
+  void convert(const Tensor& src, Tensor& dst) override {
+    DT_CHECK(src.shape() == dst.shape(), "convert: shapes ", src.shape().str(), " and ", dst.shape().str(), " differ");
+    if (src.format() == dst.format()) {
+      if (src.raw() != dst.raw()) copy_bytes(src.raw(), dst.raw(), src.bytes());
+      return;
+    }
+    const Shape& sh = src.shape();
+    const dnnl::memory::dims dims{sh.n(), sh.c(), sh.h(), sh.w()};
+    const auto key = std::make_tuple(std::vector<int64_t>(dims.begin(), dims.end()), src.format().dtype,
+                                     src.format().cblock, dst.format().dtype, dst.format().cblock);
+    auto it = reorders_.find(key);
+    if (it == reorders_.end()) {
+      Reorder r;
+      r.src = onednn::user_memory(onednn::act_md(dims, src.format()), ctx_->eng);
+      r.dst = onednn::user_memory(onednn::act_md(dims, dst.format()), ctx_->eng);
+      r.prim = dnnl::reorder(r.src, r.dst);
+      it = reorders_.emplace(key, std::move(r)).first;
+    }
+    Reorder& r = it->second;
+    r.src.set_data_handle(const_cast<void*>(src.raw()));
+    r.dst.set_data_handle(dst.raw());
+    r.prim.execute(ctx_->strm, r.src, r.dst);
+    ctx_->strm.wait();
+  }
+
+  // One pass over the arena: each thread takes a contiguous share of the
+  // segments' elements and applies each segment's weight decay.
+  void sgd_update_segments(float* param, const float* grad, float* mom, const SgdSegment* segs, size_t n_segs,
+                           float lr, float momentum) override {
+    if (mom == nullptr || n_segs == 0) return Backend::sgd_update_segments(param, grad, mom, segs, n_segs, lr, momentum);
+    std::vector<size_t> start(n_segs + 1, 0);  // prefix sums of the segments' lengths
+    for (size_t i = 0; i < n_segs; ++i) start[i + 1] = start[i] + (segs[i].end - segs[i].begin);
+    const size_t total = start[n_segs];
+#pragma omp parallel if (total >= kParallelMin)
+    {
+      const size_t nt = static_cast<size_t>(omp_get_num_threads()), t = static_cast<size_t>(omp_get_thread_num());
+      const size_t per = (total / nt + 15) / 16 * 16;  // whole cache lines per thread
+      const size_t lo = std::min(total, t * per), hi = t + 1 == nt ? total : std::min(total, lo + per);
+      size_t s = static_cast<size_t>(std::upper_bound(start.begin(), start.end(), lo) - start.begin()) - 1;
+      for (size_t at = lo; at < hi && s < n_segs; ++s) {
+        const size_t end = std::min(hi, start[s + 1]);
+        const ptrdiff_t b = static_cast<ptrdiff_t>(segs[s].begin + (at - start[s]));
+        const ptrdiff_t e = b + static_cast<ptrdiff_t>(end - at);
+        const float wd = segs[s].weight_decay;
+#pragma omp simd
+        for (ptrdiff_t i = b; i < e; ++i) {
+          const float g = grad[i] + wd * param[i];
+          const float m = momentum * mom[i] + g;
+          mom[i] = m;
+          param[i] -= lr * m;
+        }
+        at = end;
+      }
+    }
+  }
+
   // torch.optim.SGD: g = grad + wd·param; mom = momentum·mom + g; param −= lr·mom.
   // mom may be nullptr when momentum == 0 (then param −= lr·g), as in the reference.
   void sgd_update(float* param, const float* grad, float* mom, size_t count, float lr,
@@ -193,11 +323,72 @@ class CpuBackend final : public Backend {
     dnnl::eltwise_backward bwd;
     dnnl::memory x, y, dy, dx;
   };
+  struct Binary {
+    dnnl::binary prim;
+    dnnl::memory a, b, y;
+  };
+  struct Reorder {
+    dnnl::reorder prim;
+    dnnl::memory src, dst;
+  };
 
-  Relu& relu(size_t count) {
-    auto it = relu_.find(count);
+  static float bf16_value(uint16_t b) {
+    uint32_t u = static_cast<uint32_t>(b) << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  }
+  static uint16_t bf16_bits(float f) {  // round to nearest even (finite values; NaN stays NaN)
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  }
+
+  // The stored elements of the tensors (one format and shape), else Error.
+  static size_t same(const char* fn, const Tensor& a, const Tensor& b, const Tensor* c = nullptr) {
+    DT_CHECK(a.format() == b.format() && a.shape() == b.shape() &&
+                 (c == nullptr || (c->format() == a.format() && c->shape() == a.shape())),
+             "cpu backend ", fn, ": operands differ in format or shape (", a.format().str(), " ", a.shape().str(),
+             ", ", b.format().str(), " ", b.shape().str(), ")");
+    return a.stored();
+  }
+
+  void copy_bytes(const void* src, void* dst, size_t bytes) {
+    const auto* s = static_cast<const char*>(src);
+    auto* d = static_cast<char*>(dst);
+    const size_t chunk = size_t{1} << 20;
+    const ptrdiff_t chunks = static_cast<ptrdiff_t>((bytes + chunk - 1) / chunk);
+#pragma omp parallel for if (bytes >= 4 * kParallelMin)
+    for (ptrdiff_t i = 0; i < chunks; ++i) {
+      const size_t at = static_cast<size_t>(i) * chunk;
+      std::memcpy(d + at, s + at, std::min(chunk, bytes - at));
+    }
+  }
+
+  // y = a + b (then ReLU) over n elements of type t; y may be a or b.
+  void binary_add(const void* a, const void* b, void* y, size_t n, DType t, bool relu) {
+    const auto key = std::make_tuple(n, static_cast<int>(t), relu);
+    auto it = binary_.find(key);
+    if (it == binary_.end()) {
+      const auto& eng = ctx_->eng;
+      const dnnl::memory::desc md({static_cast<dnnl::memory::dim>(n)}, onednn::dtype_of(t), onednn::tag::x);
+      dnnl::binary::primitive_desc pd({dnnl::algorithm::binary_add, md, md, md}, onednn::relu_attr(relu), eng);
+      Binary bin{dnnl::binary(pd), onednn::user_memory(md, eng), onednn::user_memory(md, eng),
+                 onednn::user_memory(md, eng)};
+      it = binary_.emplace(key, std::move(bin)).first;
+    }
+    Binary& bin = it->second;
+    bin.a.set_data_handle(const_cast<void*>(a));
+    bin.b.set_data_handle(const_cast<void*>(b));
+    bin.y.set_data_handle(y);
+    bin.prim.execute(ctx_->strm, {{DNNL_ARG_SRC_0, bin.a}, {DNNL_ARG_SRC_1, bin.b}, {DNNL_ARG_DST, bin.y}});
+    ctx_->strm.wait();
+  }
+
+  Relu& relu(size_t count, DType t = DType::f32) {
+    auto it = relu_.find({count, static_cast<int>(t)});
     if (it != relu_.end()) return it->second;
-    auto md = onednn::plain_md({static_cast<dnnl::memory::dim>(count)}, onednn::tag::x);
+    const dnnl::memory::desc md({static_cast<dnnl::memory::dim>(count)}, onednn::dtype_of(t), onednn::tag::x);
     const auto& eng = ctx_->eng;
     dnnl::eltwise_forward::primitive_desc fpd(
         {dnnl::prop_kind::forward_training, dnnl::algorithm::eltwise_relu_use_dst_for_bwd, md, 0.0f},
@@ -206,11 +397,13 @@ class CpuBackend final : public Backend {
         {dnnl::algorithm::eltwise_relu_use_dst_for_bwd, md, md, 0.0f}, eng, fpd);
     Relu r{dnnl::eltwise_forward(fpd), dnnl::eltwise_backward(bpd), onednn::user_memory(md, eng),
            onednn::user_memory(md, eng), onednn::user_memory(md, eng), onednn::user_memory(md, eng)};
-    return relu_.emplace(count, std::move(r)).first->second;
+    return relu_.emplace(std::make_pair(count, static_cast<int>(t)), std::move(r)).first->second;
   }
 
   CtxPtr ctx_;
-  std::unordered_map<size_t, Relu> relu_;
+  std::map<std::pair<size_t, int>, Relu> relu_;
+  std::map<std::tuple<size_t, int, bool>, Binary> binary_;
+  std::map<std::tuple<std::vector<int64_t>, DType, int, DType, int>, Reorder> reorders_;
 };
 
 }  // namespace

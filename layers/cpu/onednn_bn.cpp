@@ -1,6 +1,7 @@
 // layers/cpu/onednn_bn.cpp — batch normalisation on oneDNN (training with
 // torch-style running statistics, inference with the running statistics,
-// backward for x, gamma and beta).
+// backward for x, gamma and beta; an optional fused ReLU; f32 or bf16 data
+// with f32 statistics, scale and shift).
 //
 // oneDNN's training forward returns the batch mean and the BIASED batch
 // variance (the one it normalises with) and leaves the running statistics to
@@ -12,11 +13,19 @@
 // the channel-blocked JIT kernel plus reorders in and out was 1.3-3× faster
 // (median ms, N=16, 2 threads, fwd/bwd nchw vs nChw16c incl. reorders:
 // [64,56,56] 44/32 and 33/30; [256,56,56] 257/120 and 292/140; [512,28,28]
-// 241/96 and 266/96). So the kernel runs in the first of nChw16c, nChw8c
-// whose implementation is a JIT one, else on nchw. backward() reuses the
-// blocked x of the last forward_train() when given the same pointer (valid
-// in training: x is not modified between a layer's forward and backward).
+// 241/96 and 266/96). So the kernel runs in the first of (the producer's
+// format when the kernel may choose, KernelExec::any_format), nChw16c, nChw8c
+// whose implementation is a JIT one, else on nchw; when it may choose, that
+// is also the format it reads and writes, else it reorders from and to plain
+// NCHW. backward() reuses the reordered x of the last forward_train() when
+// given the same pointer (valid in training: x is not modified between a
+// layer's forward and backward).
+//
+// The fused ReLU is oneDNN's fuse_norm_relu: training forward keeps a bit
+// mask of the positive outputs (the workspace) and backward applies it to dy
+// itself (masks_relu_grad()), so it needs the x of the last forward_train().
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/error.hpp"
@@ -30,26 +39,33 @@ using dnnl::normalization_flags;
 
 class BatchNormOneDnn final : public BatchNormKernel {
  public:
-  BatchNormOneDnn(CtxPtr ctx, const BatchNormDesc& d) : ctx_(std::move(ctx)), d_(d) {
+  BatchNormOneDnn(CtxPtr ctx, const BatchNormDesc& d) : ctx_(std::move(ctx)), d_(d), relu_(d.exec.relu) {
     const auto& eng = ctx_->eng;
     const memory::dims dims{d.n, d.c, d.h, d.w};
-    auto user = plain_md(dims, tag::nchw);
+    const DType prec = d.exec.precision;
     auto chan = plain_md({d.c}, tag::x);
-    const auto ss = normalization_flags::use_scale | normalization_flags::use_shift;
+    auto flags = normalization_flags::use_scale | normalization_flags::use_shift;
+    if (relu_) flags |= normalization_flags::fuse_norm_relu;
+    std::vector<int> blocks{16, 8, 1};
+    if (d.exec.any_format) blocks.insert(blocks.begin(), d.exec.src.cblock);
     memory::desc data;
-    for (tag t : {tag::nChw16c, tag::nChw8c, tag::nchw}) {
-      data = plain_md(dims, t);
-      train_pd_ = {{dnnl::prop_kind::forward_training, data, d.eps, ss}, eng};
+    for (int b : blocks) {
+      data = act_md(dims, Format{prec, b});
+      train_pd_ = {{dnnl::prop_kind::forward_training, data, d.eps, flags}, eng};
       if (std::string(train_pd_.impl_info_str()).find("jit") != std::string::npos) break;
     }
     train_ = dnnl::batch_normalization_forward(train_pd_);
-    infer_pd_ = {{dnnl::prop_kind::forward_inference, data, d.eps,
-                  ss | normalization_flags::use_global_stats},
+    infer_pd_ = {{dnnl::prop_kind::forward_inference, data, d.eps, flags | normalization_flags::use_global_stats},
                  eng};
     infer_ = dnnl::batch_normalization_forward(infer_pd_);
-    bwd_pd_ = {{dnnl::prop_kind::backward, data, data, d.eps, ss}, eng, train_pd_};
+    bwd_pd_ = {{dnnl::prop_kind::backward, data, data, d.eps, flags}, eng, train_pd_};
     bwd_ = dnnl::batch_normalization_backward(bwd_pd_);
 
+    if (d.exec.any_format)
+      DT_CHECK(format_of(data, &fmt_), "batch norm: a format dtrain does not know");
+    else
+      fmt_ = Format::plain(prec);
+    const auto user = act_md(dims, fmt_);
     x_ = Port(user, data, *ctx_, true);
     y_ = Port(user, data, *ctx_, false);
     dy_ = Port(user, data, *ctx_, true);
@@ -62,8 +78,13 @@ class BatchNormOneDnn final : public BatchNormKernel {
     dbeta_ = user_memory(chan, eng);
     mean_ = memory(chan, eng);
     var_ = memory(chan, eng);
+    if (relu_) ws_ = memory(train_pd_.workspace_desc(), eng);
     zeros_.assign(d.c, 0.0f);  // the shift argument backward wants but does not read
   }
+
+  Format src_format() const override { return fmt_; }
+  Format dst_format() const override { return fmt_; }
+  bool masks_relu_grad() const override { return relu_; }
 
   // x [N,C,H,W], gamma/beta/running_* [C] → y [N,C,H,W]; updates running_*.
   void forward_train(const float* x, const float* gamma, const float* beta, float* y,
@@ -73,12 +94,11 @@ class BatchNormOneDnn final : public BatchNormKernel {
     auto& s = ctx_->strm;
     gamma_.set_data_handle(handle(gamma));
     beta_.set_data_handle(handle(beta));
-    train_.execute(s, {{DNNL_ARG_SRC, x_.in(x, s)},
-                       {DNNL_ARG_DST, y_.out(y)},
-                       {DNNL_ARG_SCALE, gamma_},
-                       {DNNL_ARG_SHIFT, beta_},
-                       {DNNL_ARG_MEAN, mean_},
-                       {DNNL_ARG_VARIANCE, var_}});
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, x_.in(x, s)}, {DNNL_ARG_DST, y_.out(y)},
+                                         {DNNL_ARG_SCALE, gamma_},    {DNNL_ARG_SHIFT, beta_},
+                                         {DNNL_ARG_MEAN, mean_},      {DNNL_ARG_VARIANCE, var_}};
+    if (relu_) args.emplace(DNNL_ARG_WORKSPACE, ws_);
+    train_.execute(s, args);
     y_.finish(s);
     s.wait();
     have_stats_ = true;
@@ -117,25 +137,27 @@ class BatchNormOneDnn final : public BatchNormKernel {
   void backward(const float* x, const float* dy, const float* gamma, float* dx, float* dgamma,
                 float* dbeta) override {
     DT_CHECK(have_stats_, "batch norm: backward() before any forward_train()");
+    DT_CHECK(!relu_ || x == fwd_x_, "batch norm with a fused ReLU: backward() needs the x of the last forward_train()");
     auto& s = ctx_->strm;
-    if (dx == nullptr && !dx_.reorders() && dx_scratch_.empty())
-      dx_scratch_.resize(static_cast<size_t>(d_.n) * d_.c * d_.h * d_.w);
     if (dgamma == nullptr || dbeta == nullptr) dstat_scratch_.resize(2 * static_cast<size_t>(d_.c));
+    if (dx == nullptr && !dx_scratch_) dx_scratch_ = memory(bwd_pd_.diff_src_desc(), ctx_->eng);
     memory& xm = x == fwd_x_ ? x_.prim() : x_.in(x, s);
     fwd_x_ = x;
     gamma_.set_data_handle(handle(gamma));
     beta_.set_data_handle(zeros_.data());
     dgamma_.set_data_handle(dgamma ? dgamma : dstat_scratch_.data());
     dbeta_.set_data_handle(dbeta ? dbeta : dstat_scratch_.data() + d_.c);
-    bwd_.execute(s, {{DNNL_ARG_SRC, xm},
-                     {DNNL_ARG_DIFF_DST, dy_.in(dy, s)},
-                     {DNNL_ARG_SCALE, gamma_},
-                     {DNNL_ARG_SHIFT, beta_},
-                     {DNNL_ARG_MEAN, mean_},
-                     {DNNL_ARG_VARIANCE, var_},
-                     {DNNL_ARG_DIFF_SRC, dx_.out(dx ? dx : dx_scratch_.data())},
-                     {DNNL_ARG_DIFF_SCALE, dgamma_},
-                     {DNNL_ARG_DIFF_SHIFT, dbeta_}});
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, xm},
+                                         {DNNL_ARG_DIFF_DST, dy_.in(dy, s)},
+                                         {DNNL_ARG_SCALE, gamma_},
+                                         {DNNL_ARG_SHIFT, beta_},
+                                         {DNNL_ARG_MEAN, mean_},
+                                         {DNNL_ARG_VARIANCE, var_},
+                                         {DNNL_ARG_DIFF_SRC, dx ? dx_.out(dx) : dx_scratch_},
+                                         {DNNL_ARG_DIFF_SCALE, dgamma_},
+                                         {DNNL_ARG_DIFF_SHIFT, dbeta_}};
+    if (relu_) args.emplace(DNNL_ARG_WORKSPACE, ws_);
+    bwd_.execute(s, args);
     if (dx != nullptr) dx_.finish(s);
     s.wait();
   }
@@ -147,12 +169,16 @@ class BatchNormOneDnn final : public BatchNormKernel {
   dnnl::batch_normalization_forward train_, infer_;
   dnnl::batch_normalization_backward::primitive_desc bwd_pd_;
   dnnl::batch_normalization_backward bwd_;
-  Port x_, y_, dy_, dx_;  // NCHW ↔ the kernel's layout
+  bool relu_ = false;
+  Format fmt_;            // what x, y, dx, dy are stored in
+  Port x_, y_, dy_, dx_;  // fmt_ ↔ the kernel's layout
   memory gamma_, beta_, run_mean_, run_var_, dgamma_, dbeta_;
   const float* fwd_x_ = nullptr;  // the x that x_ holds in the kernel's layout
   memory mean_, var_;  // batch statistics of the last forward_train (biased variance)
+  memory ws_;          // the fused ReLU's mask of the last forward_train
+  memory dx_scratch_;  // dx when not wanted
   bool have_stats_ = false;
-  std::vector<float> zeros_, dx_scratch_, dstat_scratch_;
+  std::vector<float> zeros_, dstat_scratch_;
 };
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include <memory>
 
 #include "layers/backend.hpp"
+#include "layers/format.hpp"
 
 namespace dtrain::layers::onednn {
 
@@ -33,6 +34,18 @@ using CtxPtr = std::shared_ptr<Ctx>;
 inline dnnl::memory::desc plain_md(const dnnl::memory::dims& dims, tag t) {
   return dnnl::memory::desc(dims, dt::f32, t);
 }
+
+inline dt dtype_of(DType t) { return t == DType::bf16 ? dt::bf16 : dt::f32; }
+
+// The descriptor of an activation [N, C, H, W] stored in format f (format.hpp).
+dnnl::memory::desc act_md(const dnnl::memory::dims& nchw, const Format& f);
+// The Format a 4-D descriptor is, if it is one of ours (nchw, nChw8c,
+// nChw16c in f32 or bf16); false otherwise.
+bool format_of(const dnnl::memory::desc& md, Format* f);
+// A primitive attribute that applies a ReLU to the output (post-op), or none.
+dnnl::primitive_attr relu_attr(bool relu);
+// oneDNN's implementation name is one of its reference (scalar) kernels.
+bool is_ref_impl(const char* impl_info);
 
 // A memory object that wraps caller storage; the handle is set per call.
 inline dnnl::memory user_memory(const dnnl::memory::desc& md, const dnnl::engine& eng) {
@@ -86,6 +99,6 @@ std::unique_ptr<ConvKernel> make_conv(CtxPtr ctx, const ConvDesc& d);
 std::unique_ptr<PoolKernel> make_pool(CtxPtr ctx, const PoolDesc& d);
 std::unique_ptr<LrnKernel> make_lrn(CtxPtr ctx, const LrnDesc& d);
 std::unique_ptr<BatchNormKernel> make_batch_norm(CtxPtr ctx, const BatchNormDesc& d);
-std::unique_ptr<LinearKernel> make_linear(const LinearDesc& d);
+std::unique_ptr<LinearKernel> make_linear(CtxPtr ctx, const LinearDesc& d);
 
 }  // namespace dtrain::layers::onednn

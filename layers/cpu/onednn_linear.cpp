@@ -1,61 +1,171 @@
-// layers/cpu/onednn_linear.cpp — fully connected layer on OpenBLAS sgemm.
+// layers/cpu/onednn_linear.cpp — fully connected layer on oneDNN's matmul
+// (its brgemm kernels: the same ISA dispatch as the convolutions, whatever
+// core type OPENBLAS_CORETYPE forces on the BLAS), with bias and a fused
+// ReLU as the forward's epilogue; f32 or bf16.
 //
-// y = x·Wᵀ + b with x [N, IN], W [OUT, IN] (torch layout), b [OUT], y [N, OUT],
-// all row-major. Backward: dx = dy·W, dW = dyᵀ·x, db = Σ_n dy.
-#include <cblas.h>
-
-#include <algorithm>
+// y = x·Wᵀ + b with x [N, IN], W [OUT, IN] (torch layout, the arena's f32),
+// b [OUT], y [N, OUT], all row-major ("ab"). The three products:
+//   forward        y  [N, OUT] = x [N, IN] · Wᵀ      (Wᵀ: W read as "ba")
+//   backward-data  dx [N, IN]  = dy [N, OUT] · W
+//   backward-wts   dW [OUT, IN] = dyᵀ · x            (dyᵀ: dy read as "ba")
+// In f32 every operand is the caller's memory, read in place (no reorder). In
+// bf16, x and dx are bf16; W is converted to a bf16 copy by each forward (and
+// reused by backward for the same pointer); dW and db stay f32; y is bf16,
+// or f32 when the layer writes the net's output (KernelExec::float_out: the
+// logits), and then dy is converted to bf16 for the two backward products.
+// db = Σ_n dy in f32. The fused ReLU (KernelExec::relu) is a post-op; the
+// Net masks dy before backward.
+#include <unordered_map>
 #include <vector>
 
+#include "core/error.hpp"
 #include "layers/cpu/onednn_internal.hpp"
 
 namespace dtrain::layers::onednn {
 namespace {
 
-class LinearBlas final : public LinearKernel {
+using dnnl::memory;
+
+class LinearOneDnn final : public LinearKernel {
  public:
-  explicit LinearBlas(const LinearDesc& d) : d_(d) {}
+  LinearOneDnn(CtxPtr ctx, const LinearDesc& d) : ctx_(std::move(ctx)), d_(d) {
+    const auto& eng = ctx_->eng;
+    const dt t = dtype_of(d.exec.precision);
+    bf16_ = d.exec.precision == DType::bf16;
+    in_fmt_ = Format::plain(d.exec.precision);
+    out_fmt_ = Format::plain(d.exec.float_out ? DType::f32 : d.exec.precision);
+    const memory::dim n = d.n, in = d.in, out = d.out;
+    const dt ty = dtype_of(out_fmt_.dtype);
+
+    const memory::desc x_md({n, in}, t, tag::ab), wt_md({in, out}, t, tag::ba), y_md({n, out}, ty, tag::ab);
+    const memory::desc b_md({1, out}, dt::f32, tag::ab);
+    dnnl::matmul::primitive_desc fpd(d.bias ? dnnl::matmul::desc(x_md, wt_md, b_md, y_md)
+                                            : dnnl::matmul::desc(x_md, wt_md, y_md),
+                                     relu_attr(d.exec.relu), eng);
+    fwd_ = dnnl::matmul(fpd);
+    const memory::desc dy_md({n, out}, t, tag::ab), w_md({out, in}, t, tag::ab), dx_md({n, in}, t, tag::ab);
+    bwd_data_ = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(dy_md, w_md, dx_md), eng));
+    const memory::desc dyt_md({out, n}, t, tag::ba), dw_md({out, in}, dt::f32, tag::ab);
+    bwd_weights_ = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(dyt_md, x_md, dw_md), eng));
+
+    x_ = user_memory(x_md, eng);
+    y_ = user_memory(y_md, eng);
+    b_ = user_memory(b_md, eng);
+    dx_ = user_memory(dx_md, eng);
+    dw_ = user_memory(dw_md, eng);
+    dyt_ = user_memory(dyt_md, eng);
+    dy_ = user_memory(dy_md, eng);
+    if (bf16_) {  // the bf16 copy of W, read as W and as Wᵀ
+      w_ = memory(w_md, eng);
+      wt_ = memory(wt_md, eng, w_.get_data_handle());
+      const memory::desc w_f32({out, in}, dt::f32, tag::ab);
+      w_user_ = user_memory(w_f32, eng);
+      to_bf16_ = dnnl::reorder(w_user_, w_);
+      if (ty != t) {  // dy comes as f32 (the logits' gradient): a bf16 copy for the products
+        const memory::desc dy_f32({n, out}, dt::f32, tag::ab);
+        dy_user_ = user_memory(dy_f32, eng);
+        dy_copy_ = memory(dy_md, eng);
+        dy_to_bf16_ = dnnl::reorder(dy_user_, dy_copy_);
+      }
+    } else {
+      w_ = user_memory(w_md, eng);
+      wt_ = user_memory(wt_md, eng);
+    }
+  }
+
+  Format src_format() const override { return in_fmt_; }
+  Format dst_format() const override { return out_fmt_; }
 
   // x [N,IN], w [OUT,IN], b [OUT] or nullptr → y [N,OUT]
   void forward(const float* x, const float* w, const float* b, float* y) override {
-    const int n = d_.n, in = d_.in, out = d_.out;
-    float beta = 0.0f;
-    if (d_.bias && b != nullptr) {
-      for (int i = 0; i < n; ++i) std::copy(b, b + out, y + static_cast<size_t>(i) * out);
-      beta = 1.0f;
+    auto& s = ctx_->strm;
+    set_weights(w);
+    x_.set_data_handle(handle(x));
+    y_.set_data_handle(y);
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, x_}, {DNNL_ARG_WEIGHTS, wt_}, {DNNL_ARG_DST, y_}};
+    if (d_.bias) {
+      DT_CHECK(b != nullptr, "linear: bias expected");
+      b_.set_data_handle(handle(b));
+      args.emplace(DNNL_ARG_BIAS, b_);
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, out, in, 1.0f, x, in, w, in, beta, y,
-                out);
+    fwd_.execute(s, args);
+    s.wait();
   }
 
   // dy [N,OUT] → dx [N,IN] (nullptr: skipped), dw [OUT,IN], db [OUT]
   void backward(const float* x, const float* w, const float* dy, float* dx, float* dw,
                 float* db) override {
-    const int n = d_.n, in = d_.in, out = d_.out;
-    if (dx != nullptr)
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, in, out, 1.0f, dy, out, w, in,
-                  0.0f, dx, in);
-    if (dw != nullptr)
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, n, 1.0f, dy, out, x, in, 0.0f,
-                  dw, in);
-    if (d_.bias && db != nullptr) {
-      std::fill(db, db + out, 0.0f);
+    auto& s = ctx_->strm;
+    const void* dyp = dy;
+    if (dy_copy_) {
+      dy_user_.set_data_handle(handle(dy));
+      dy_to_bf16_.execute(s, dy_user_, dy_copy_);
+      dyp = dy_copy_.get_data_handle();
+    }
+    if (dx != nullptr) {
+      if (w != weights_of_) set_weights(w);
+      dy_.set_data_handle(const_cast<void*>(dyp));
+      dx_.set_data_handle(dx);
+      bwd_data_.execute(s, {{DNNL_ARG_SRC, dy_}, {DNNL_ARG_WEIGHTS, w_}, {DNNL_ARG_DST, dx_}});
+    }
+    if (dw != nullptr) {
+      dyt_.set_data_handle(const_cast<void*>(dyp));
+      x_.set_data_handle(handle(x));
+      dw_.set_data_handle(dw);
+      bwd_weights_.execute(s, {{DNNL_ARG_SRC, dyt_}, {DNNL_ARG_WEIGHTS, x_}, {DNNL_ARG_DST, dw_}});
+    }
+    s.wait();
+    if (d_.bias && db != nullptr) bias_grad(dy, db);
+  }
+
+ private:
+  // W (f32, the arena's) as the products read it: in place, or a bf16 copy.
+  void set_weights(const float* w) {
+    if (bf16_) {
+      w_user_.set_data_handle(handle(w));
+      to_bf16_.execute(ctx_->strm, w_user_, w_);
+    } else {
+      w_.set_data_handle(handle(w));
+      wt_.set_data_handle(handle(w));
+    }
+    weights_of_ = w;
+  }
+
+  // db [OUT] = Σ_n dy[n, :] (dy in the output's format).
+  void bias_grad(const float* dy, float* db) const {
+    const int n = d_.n, out = d_.out;
+    std::fill(db, db + out, 0.0f);
+    if (out_fmt_.dtype == DType::f32) {
       for (int i = 0; i < n; ++i) {
         const float* row = dy + static_cast<size_t>(i) * out;
 #pragma omp simd
         for (int o = 0; o < out; ++o) db[o] += row[o];
       }
+      return;
+    }
+    const auto* d16 = reinterpret_cast<const uint16_t*>(dy);
+    for (int i = 0; i < n; ++i) {
+      const uint16_t* row = d16 + static_cast<size_t>(i) * out;
+#pragma omp simd
+      for (int o = 0; o < out; ++o) db[o] += from_bf16(row[o]);
     }
   }
 
- private:
+  CtxPtr ctx_;
   LinearDesc d_;
+  bool bf16_ = false;
+  Format in_fmt_, out_fmt_;
+  dnnl::matmul fwd_, bwd_data_, bwd_weights_;
+  memory x_, y_, b_, w_, wt_, dx_, dw_, dy_, dyt_;
+  memory w_user_, dy_user_, dy_copy_;  // bf16: the f32 operands and the copies
+  dnnl::reorder to_bf16_, dy_to_bf16_;
+  const float* weights_of_ = nullptr;  // the W that w_/wt_ hold
 };
 
 }  // namespace
 
-std::unique_ptr<LinearKernel> make_linear(const LinearDesc& d) {
-  return std::make_unique<LinearBlas>(d);
+std::unique_ptr<LinearKernel> make_linear(CtxPtr ctx, const LinearDesc& d) {
+  return std::make_unique<LinearOneDnn>(std::move(ctx), d);
 }
 
 }  // namespace dtrain::layers::onednn

@@ -1,20 +1,24 @@
 // layers/cpu/onednn_pool_lrn.cpp — max/avg pooling and cross-channel LRN on
 // oneDNN.
 //
-// Pooling runs on plain NCHW (oneDNN's JIT pooling handles it; reordering to
-// nChw16c and back cost more than it saved). Max pooling keeps the forward
-// workspace (argmax) for backward. Exception: max pooling with non-overlapping
-// windows (kernel = stride, no padding: LeNet's 2×2/2) runs on plain OpenMP
-// loops (MaxPoolLoops), where oneDNN 2.6 is slow in every layout (1 thread,
-// fwd + bwd ms, [64,6,28,28]: oneDNN nchw 1.05 + 1.13, nChw16c 0.76 + 0.76;
-// loops 0.50 + 0.10). For overlapping 3×3/2 windows oneDNN's forward stays
-// faster than these scalar loops (AlexNet [16,64,55,55]: 3.8 against 19 ms),
-// so they keep oneDNN.
+// Pooling runs in the format it is given (KernelExec::any_format: the
+// producer's, else plain NCHW) and the precision of the net, f32 or bf16:
+// oneDNN's JIT pooling takes nchw and nChw16c alike (reordering to nChw16c
+// and back cost more than it saved). Max pooling keeps the forward
+// workspace (argmax) for backward. Exception: f32 max pooling on plain NCHW
+// with non-overlapping windows (kernel = stride, no padding: LeNet's 2×2/2)
+// runs on plain OpenMP loops (MaxPoolLoops), where oneDNN 2.6 is slow in
+// every layout (1 thread, fwd + bwd ms, [64,6,28,28]: oneDNN nchw 1.05 + 1.13,
+// nChw16c 0.76 + 0.76; loops 0.50 + 0.10). For overlapping 3×3/2 windows
+// oneDNN's forward stays faster than these scalar loops (AlexNet
+// [16,64,55,55]: 3.8 against 19 ms), so they keep oneDNN.
 //
 // LRN on plain NCHW has only oneDNN's reference backward (~500 ms for AlexNet's
 // [16, 96, 55, 55] against ~20 ms blocked, 2 threads), so LRN runs in the first
-// channel-blocked layout (nChw16c, else nChw8c) whose backward is a JIT kernel,
-// with x/y/dy/dx reordered once per call into buffers allocated once.
+// channel-blocked layout (nChw16c, else nChw8c) whose backward is a JIT kernel:
+// with any_format that is the format it reads and writes, else x/y/dy/dx are
+// reordered from and to NCHW once per call into buffers allocated once. LRN
+// computes in f32 whatever the net's precision (the Net converts bf16 inputs).
 //
 // oneDNN centres its window, [c − (size−1)/2, c + (size−1)/2], which is the
 // contract's [c − (size−1)/2, c + size/2] only for odd sizes; even sizes run
@@ -40,15 +44,48 @@ namespace {
 
 using dnnl::memory;
 
-bool is_reference_impl(const char* impl) { return std::string(impl).find("ref") != std::string::npos; }
-
 class PoolOneDnn final : public PoolKernel {
  public:
   PoolOneDnn(CtxPtr ctx, const PoolDesc& d) : ctx_(std::move(ctx)), d_(d) {
     DT_CHECK(d.out_h() > 0 && d.out_w() > 0, "pool: empty output for input ", d.h, "x", d.w);
+    std::vector<int> blocks{1};
+    if (d.exec.any_format) blocks = {d.exec.src.cblock, 16, 1};
+    for (int b : blocks) {
+      fmt_ = Format{d.exec.precision, b};
+      make(d);
+      if (!is_ref_impl(fwd_pd_.impl_info_str())) break;
+    }
+  }
+
+  Format src_format() const override { return fmt_; }
+  Format dst_format() const override { return fmt_; }
+
+  // x [N,C,H,W] → y [N,C,OH,OW]
+  void forward(const float* x, float* y) override {
+    run_forward(x, y);
+    ctx_->strm.wait();
+  }
+
+  // dy [N,C,OH,OW] → dx [N,C,H,W]
+  void backward(const float* x, const float* /*y*/, const float* dy, float* dx) override {
+    auto& s = ctx_->strm;
+    if (has_ws_ && x != fwd_x_) {
+      if (!y_scratch_) y_scratch_ = memory(fwd_pd_.dst_desc(), ctx_->eng);
+      run_forward(x, static_cast<float*>(y_scratch_.get_data_handle()));
+    }
+    dy_.set_data_handle(handle(dy));
+    dx_.set_data_handle(dx);
+    std::unordered_map<int, memory> args{{DNNL_ARG_DIFF_DST, dy_}, {DNNL_ARG_DIFF_SRC, dx_}};
+    if (has_ws_) args.emplace(DNNL_ARG_WORKSPACE, ws_);
+    bwd_.execute(s, args);
+    s.wait();
+  }
+
+ private:
+  void make(const PoolDesc& d) {
     const auto& eng = ctx_->eng;
-    auto src = plain_md({d.n, d.c, d.h, d.w}, tag::nchw);
-    auto dst = plain_md({d.n, d.c, d.out_h(), d.out_w()}, tag::nchw);
+    auto src = act_md({d.n, d.c, d.h, d.w}, fmt_);
+    auto dst = act_md({d.n, d.c, d.out_h(), d.out_w()}, fmt_);
     // Floor mode: the last window never reaches past the left padding's width,
     // so right padding ≤ left padding and include-pad divides by KH·KW.
     memory::dims pad_r{std::max(0, (d.out_h() - 1) * d.stride_h + d.kh - d.h - d.pad_h),
@@ -70,28 +107,6 @@ class PoolOneDnn final : public PoolKernel {
     if (has_ws_) ws_ = memory(fwd_pd_.workspace_desc(), eng);
   }
 
-  // x [N,C,H,W] → y [N,C,OH,OW]
-  void forward(const float* x, float* y) override {
-    run_forward(x, y);
-    ctx_->strm.wait();
-  }
-
-  // dy [N,C,OH,OW] → dx [N,C,H,W]
-  void backward(const float* x, const float* /*y*/, const float* dy, float* dx) override {
-    auto& s = ctx_->strm;
-    if (has_ws_ && x != fwd_x_) {
-      if (y_scratch_.empty()) y_scratch_.resize(y_.get_desc().get_size() / sizeof(float));
-      run_forward(x, y_scratch_.data());
-    }
-    dy_.set_data_handle(handle(dy));
-    dx_.set_data_handle(dx);
-    std::unordered_map<int, memory> args{{DNNL_ARG_DIFF_DST, dy_}, {DNNL_ARG_DIFF_SRC, dx_}};
-    if (has_ws_) args.emplace(DNNL_ARG_WORKSPACE, ws_);
-    bwd_.execute(s, args);
-    s.wait();
-  }
-
- private:
   void run_forward(const float* x, float* y) {
     x_.set_data_handle(handle(x));
     y_.set_data_handle(y);
@@ -107,10 +122,10 @@ class PoolOneDnn final : public PoolKernel {
   dnnl::pooling_forward fwd_;
   dnnl::pooling_backward::primitive_desc bwd_pd_;
   dnnl::pooling_backward bwd_;
-  memory x_, y_, dy_, dx_, ws_;
+  Format fmt_;  // of x, y, dx, dy
+  memory x_, y_, dy_, dx_, ws_, y_scratch_;
   bool has_ws_ = false;
   const float* fwd_x_ = nullptr;  // the input the workspace belongs to
-  std::vector<float> y_scratch_;
 };
 
 // Max pooling on plain loops over NCHW: one (n, c) plane per OpenMP iteration;
@@ -195,16 +210,18 @@ class LrnOneDnn final : public LrnKernel {
   LrnOneDnn(CtxPtr ctx, const LrnDesc& d) : ctx_(std::move(ctx)), d_(d) {
     const auto& eng = ctx_->eng;
     memory::dims dims{d.n, d.c, d.h, d.w};
-    auto user = plain_md(dims, tag::nchw);
     auto alg = dnnl::algorithm::lrn_across_channels;
-    for (tag t : {tag::nChw16c, tag::nChw8c, tag::nchw}) {
-      auto md = plain_md(dims, t);
+    for (int b : {16, 8, 1}) {
+      auto md = act_md(dims, Format::blocked(b));
       fwd_pd_ = {{dnnl::prop_kind::forward_training, alg, md, d.size, d.alpha, d.beta, d.k}, eng};
       bwd_pd_ = {{alg, md, md, d.size, d.alpha, d.beta, d.k}, eng, fwd_pd_};
-      jit_ = !is_reference_impl(bwd_pd_.impl_info_str()) &&
-             !is_reference_impl(fwd_pd_.impl_info_str());
-      if (jit_) break;
+      jit_ = !is_ref_impl(bwd_pd_.impl_info_str()) && !is_ref_impl(fwd_pd_.impl_info_str());
+      if (jit_) {
+        if (d.exec.any_format) fmt_ = Format::blocked(b);
+        break;
+      }
     }
+    auto user = act_md(dims, fmt_);
     fwd_ = dnnl::lrn_forward(fwd_pd_);
     bwd_ = dnnl::lrn_backward(bwd_pd_);
     x_ = Port(user, fwd_pd_.src_desc(), *ctx_, true);
@@ -217,6 +234,8 @@ class LrnOneDnn final : public LrnKernel {
 
   // false: oneDNN has only its reference kernels for this shape.
   bool jit() const { return jit_; }
+  Format src_format() const override { return fmt_; }
+  Format dst_format() const override { return fmt_; }
 
   // x [N,C,H,W] → y [N,C,H,W]
   void forward(const float* x, float* y) override {
@@ -252,6 +271,7 @@ class LrnOneDnn final : public LrnKernel {
 
   CtxPtr ctx_;
   LrnDesc d_;
+  Format fmt_;  // f32 nchw unless any_format
   dnnl::lrn_forward::primitive_desc fwd_pd_;
   dnnl::lrn_forward fwd_;
   dnnl::lrn_backward::primitive_desc bwd_pd_;
@@ -338,7 +358,8 @@ class LrnLoops final : public LrnKernel {
 
 std::unique_ptr<PoolKernel> make_pool(CtxPtr ctx, const PoolDesc& d) {
   const bool tiles = d.kh == d.stride_h && d.kw == d.stride_w && d.pad_h == 0 && d.pad_w == 0;
-  if (d.kind == PoolKind::max && tiles) return std::make_unique<MaxPoolLoops>(d);
+  const bool plain_f32 = d.exec.precision == DType::f32 && (!d.exec.any_format || d.exec.src.is_plain_f32());
+  if (d.kind == PoolKind::max && tiles && plain_f32) return std::make_unique<MaxPoolLoops>(d);
   return std::make_unique<PoolOneDnn>(std::move(ctx), d);
 }
 

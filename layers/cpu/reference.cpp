@@ -40,13 +40,24 @@ class ReferenceBackend final : public Backend {
 
   void fill(float* dst, size_t count, float value) override { std::fill(dst, dst + count, value); }
 
-  std::unique_ptr<ConvKernel> conv(const ConvDesc& d) override { return reference::make_conv(d); }
-  std::unique_ptr<PoolKernel> pool(const PoolDesc& d) override { return reference::make_pool(d); }
-  std::unique_ptr<LrnKernel> lrn(const LrnDesc& d) override { return reference::make_lrn(d); }
+  std::unique_ptr<ConvKernel> conv(const ConvDesc& d) override {
+    require_plain_exec(d.exec, "reference", "conv");
+    return reference::make_conv(d);
+  }
+  std::unique_ptr<PoolKernel> pool(const PoolDesc& d) override {
+    require_plain_exec(d.exec, "reference", "pool");
+    return reference::make_pool(d);
+  }
+  std::unique_ptr<LrnKernel> lrn(const LrnDesc& d) override {
+    require_plain_exec(d.exec, "reference", "lrn");
+    return reference::make_lrn(d);
+  }
   std::unique_ptr<BatchNormKernel> batch_norm(const BatchNormDesc& d) override {
+    require_plain_exec(d.exec, "reference", "batch_norm");
     return reference::make_batch_norm(d);
   }
   std::unique_ptr<LinearKernel> linear(const LinearDesc& d) override {
+    require_plain_exec(d.exec, "reference", "linear");
     return reference::make_linear(d);
   }
 

@@ -11,6 +11,13 @@ class BatchNorm final : public Layer {
  public:
   BatchNorm(std::string name, BatchNormOptions o) : Layer(std::move(name)), o_(o) {}
   std::string kind() const override { return "batch_norm"; }
+  bool fuses_relu() const override { return true; }
+  PlanOut plan(const PlanIn& p) override {
+    exec_ = exec_of(p);
+    make_kernels(p.n);
+    kernel_n_ = p.n;
+    return {{kernel_->src_format()}, kernel_->dst_format(), kernel_->masks_relu_grad()};
+  }
   Shape setup(const std::vector<Shape>& in) override {
     in_shapes_ = in;
     out_shape_ = in[0];
@@ -47,6 +54,7 @@ class BatchNorm final : public Layer {
     BatchNormDesc d = nchw_desc<BatchNormDesc>(in_shapes_[0], n);
     d.eps = o_.eps;
     d.momentum = o_.momentum;
+    d.exec = exec_;
     kernel_ = backend_->batch_norm(d);
   }
   BatchNormOptions o_;

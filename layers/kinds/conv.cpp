@@ -45,6 +45,7 @@ class Conv final : public WeightedKernelLayer {
     d.pad_h = d.pad_w = o_.pad;
     d.groups = o_.groups;
     d.bias = o_.bias;
+    d.exec = exec_;
     return d;
   }
   void make_kernels(int n) override { kernel_ = backend_->conv(desc(n)); }

@@ -15,30 +15,36 @@ class Dropout final : public Layer {
   }
   std::string kind() const override { return "dropout"; }
   Shape setup(const std::vector<Shape>& in) override { return out_shape_ = in[0]; }
+  // Plain, in the input's element type: the mask is a function of the NCHW index.
+  PlanOut plan(const PlanIn& p) override {
+    fmt_ = Format::plain(p.inputs[0].dtype);
+    return {{fmt_}, fmt_, false};
+  }
   void forward(const std::vector<const Tensor*>& in, Tensor& out, bool train) override {
-    size_t count = static_cast<size_t>(out.numel());
+    size_t count = out.stored();
     if (!train || p_ == 0.0f) {
-      backend_->copy(in[0]->data(), out.data(), count);
+      backend_->convert(*in[0], out);
       return;
     }
     if (mask_count_ < count) {
       mask_ = backend_->allocate(count);
       mask_count_ = count;
     }
-    backend_->dropout_forward(in[0]->data(), out.data(), mask_.get(), count, p_, seed_);
+    backend_->dropout(*in[0], out, mask_.get(), p_, seed_);
   }
   void backward(const std::vector<const Tensor*>&, const Tensor& out, const Tensor& dout,
                 const std::vector<float*>& din) override {
     if (!din[0]) return;
-    size_t count = static_cast<size_t>(out.numel());
+    Tensor dx = Tensor::view(din[0], out.shape(), fmt_, out.device());
     if (p_ == 0.0f)
-      backend_->copy(dout.data(), din[0], count);
+      backend_->convert(dout, dx);
     else
-      backend_->dropout_backward(mask_.get(), dout.data(), din[0], count);
+      backend_->dropout_grad(mask_.get(), dout, dx);
   }
 
  private:
   float p_;
+  Format fmt_;
   std::shared_ptr<float> mask_;
   size_t mask_count_ = 0;
 };

@@ -14,12 +14,15 @@ class Flatten final : public Layer {
   Shape setup(const std::vector<Shape>& in) override {
     return out_shape_ = Shape::flat(in[0].n(), in[0].per_sample());
   }
+  // (the default plan: plain, in the input's element type)
   void forward(const std::vector<const Tensor*>& in, Tensor& out, bool) override {
-    backend_->copy(in[0]->data(), out.data(), static_cast<size_t>(out.numel()));
+    backend_->convert(in[0]->reshaped(out.shape()), out);
   }
-  void backward(const std::vector<const Tensor*>&, const Tensor& out, const Tensor& dout,
+  void backward(const std::vector<const Tensor*>& in, const Tensor&, const Tensor& dout,
                 const std::vector<float*>& din) override {
-    if (din[0]) backend_->copy(dout.data(), din[0], static_cast<size_t>(out.numel()));
+    if (!din[0]) return;
+    Tensor dx = Tensor::view(din[0], in[0]->shape(), in[0]->format(), in[0]->device());
+    backend_->convert(dout.reshaped(dx.shape()), dx);
   }
 };
 

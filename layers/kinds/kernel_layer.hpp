@@ -2,7 +2,8 @@
 // interface (backend.hpp): a layer over a UnaryKernel (pooling, LRN: x → y)
 // and a layer over a WeightedKernel (convolution, linear: x, weight, bias → y).
 // They own the kernel and its forward/backward calls; a kind adds its shapes,
-// parameters and the descriptor it builds in make_kernels().
+// parameters and the descriptor it builds in make_kernels() (with exec_, so
+// the kernel chooses the formats plan() reports).
 #pragma once
 
 #include <memory>
@@ -17,6 +18,12 @@ namespace dtrain::layers {
 class UnaryKernelLayer : public Layer {
  public:
   using Layer::Layer;
+  PlanOut plan(const PlanIn& p) override {
+    exec_ = exec_of(p);
+    make_kernels(p.n);
+    kernel_n_ = p.n;
+    return {{kernel_->src_format()}, kernel_->dst_format(), kernel_->masks_relu_grad()};
+  }
   void forward(const std::vector<const Tensor*>& in, Tensor& out, bool) override {
     ensure_batch(static_cast<int>(in[0]->shape().n()));
     kernel_->forward(in[0]->data(), out.data());
@@ -34,6 +41,13 @@ class UnaryKernelLayer : public Layer {
 class WeightedKernelLayer : public Layer {
  public:
   WeightedKernelLayer(std::string name, bool bias) : Layer(std::move(name)), bias_(bias) {}
+  bool fuses_relu() const override { return true; }
+  PlanOut plan(const PlanIn& p) override {
+    exec_ = exec_of(p);
+    make_kernels(p.n);
+    kernel_n_ = p.n;
+    return {{kernel_->src_format()}, kernel_->dst_format(), kernel_->masks_relu_grad()};
+  }
   void forward(const std::vector<const Tensor*>& in, Tensor& out, bool) override {
     ensure_batch(static_cast<int>(in[0]->shape().n()));
     kernel_->forward(in[0]->data(), params_[0].data(), bias_ ? params_[1].data() : nullptr, out.data());

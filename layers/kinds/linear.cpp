@@ -34,6 +34,7 @@ class Linear final : public WeightedKernelLayer {
     d.in = static_cast<int>(in_shapes_[0].per_sample());
     d.out = o_.out_features;
     d.bias = o_.bias;
+    d.exec = exec_;
     kernel_ = backend_->linear(d);
   }
   LinearOptions o_;

@@ -26,6 +26,7 @@ class Lrn final : public UnaryKernelLayer {
     d.alpha = o_.alpha;
     d.beta = o_.beta;
     d.k = o_.k;
+    d.exec = exec_;
     kernel_ = backend_->lrn(d);
   }
   LrnOptions o_;

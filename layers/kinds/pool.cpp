@@ -41,6 +41,7 @@ class Pool final : public UnaryKernelLayer {
       d.stride_h = d.stride_w = o_.stride;
       d.pad_h = d.pad_w = o_.pad;
     }
+    d.exec = exec_;
     return d;
   }
   void make_kernels(int n) override { kernel_ = backend_->pool(desc(n)); }
