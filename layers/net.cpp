@@ -269,6 +269,21 @@ std::string Net::plan_report() const {
   return s;
 }
 
+std::vector<Net::NodePlan> Net::node_plans() const {
+  std::vector<NodePlan> plans;
+  if (act_n_ < 0) return plans;
+  plans.resize(nodes_.size());
+  for (size_t i = 1; i < nodes_.size(); ++i) {
+    NodePlan& p = plans[i];
+    p.format = acts_[i].format();
+    p.fused_into = fused_into_[i];
+    p.applies_relu = relu_fused_[i];
+    for (int e : in_edge_[i])
+      if (e >= 0) p.converted.push_back(edges_[e].fmt);
+  }
+  return plans;
+}
+
 void Net::set_step_seed(uint64_t seed) {
   DT_CHECK(finalized(), "Net::set_step_seed before finalize");
   for (size_t i = 1; i < nodes_.size(); ++i) nodes_[i].layer->set_seed(seed * 0x100000001B3ull + i);

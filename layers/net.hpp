@@ -142,6 +142,15 @@ class Net {
   // The plan of the last forward(): a line per node (its format, a fused
   // ReLU, the conversions it reads); empty before the first forward().
   std::string plan_report() const;
+  struct NodePlan {
+    Format format;             // of its output (and gradient)
+    int fused_into = -1;       // a ReLU its producer applies: that node
+    bool applies_relu = false;  // it applies the ReLU after it
+    std::vector<Format> converted;  // the formats its inputs are converted to (one per conversion)
+  };
+  // Per node of the last forward()'s plan (node 0, the input: f32 nchw);
+  // empty before the first forward().
+  std::vector<NodePlan> node_plans() const;
 
  private:
   struct Node {

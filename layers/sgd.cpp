@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "core/error.hpp"
 
@@ -58,15 +59,21 @@ void Sgd::step(float* params, const float* grads, float lr, size_t begin, size_t
                         o_.momentum, o_.weight_decay);
     return;
   }
-  // Walk the parameter ranges that overlap [begin, end), merging runs with equal decay.
+  // The parameter ranges that overlap [begin, end), runs of equal decay
+  // merged, as segments of one pass over the arena.
+  std::vector<Backend::SgdSegment> segs;
   size_t pos = begin;
   for (const auto& r : ranges_) {
     size_t lo = std::max(pos, r.offset), hi = std::min(end, r.offset + r.count);
     if (lo >= hi) continue;
-    float wd = r.no_decay ? 0.0f : o_.weight_decay;
-    backend_.sgd_update(params + lo, grads + lo, mom_.get() + lo, hi - lo, lr, o_.momentum, wd);
+    const float wd = r.no_decay ? 0.0f : o_.weight_decay;
+    if (!segs.empty() && segs.back().end == lo && segs.back().weight_decay == wd)
+      segs.back().end = hi;
+    else
+      segs.push_back({lo, hi, wd});
     pos = hi;
   }
+  backend_.sgd_update_segments(params, grads, mom_.get(), segs.data(), segs.size(), lr, o_.momentum);
 }
 
 }  // namespace dtrain::layers

@@ -41,6 +41,7 @@ const char* tol_name(Tol t);
 struct Dev {
   layers::Backend& be;
   std::vector<std::shared_ptr<float>> keep;
+  bool bf16_inputs = false;  // up()/put() round every value to bf16 first
   explicit Dev(layers::Backend& b) : be(b) {}
   float* zeros(size_t n);
   float* up(const Vec& v);                 // a new device copy of v
@@ -75,10 +76,16 @@ struct BackendUnderTest {
   std::string name;
   std::function<std::unique_ptr<layers::Backend>()> make;
   bool bitwise = false;  // must equal the reference bit for bit
+  // > 0: the tolerance of the kernel class instead of 1e-4 (bf16 kernels:
+  // inputs and outputs rounded to 8-bit mantissas, exec_backend.hpp).
+  double kernel_tol = 0;
+  bool bf16_inputs = false;  // every input rounded to bf16, for the reference too
+  std::vector<std::string> skip_kinds;  // Op::kind values not run
 };
 
-// Runs every op of the table on `b` and on the reference, checks every output
-// (Catch2 CHECKs, with the op and output named). Returns the number of ops run.
+// Runs every op of the table (but b.skip_kinds) on `b` and on the reference,
+// checks every output (Catch2 CHECKs, with the op and output named). Returns
+// the number of ops run.
 int check_all_ops(const BackendUnderTest& b);
 
 }  // namespace dtrain::test::ops

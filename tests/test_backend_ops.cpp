@@ -10,6 +10,7 @@
 #include <catch2/catch.hpp>
 
 #include "backend_ops.hpp"
+#include "exec_backend.hpp"
 #include "layers/cpu/reference.hpp"
 #include "layers/cpu/staged.hpp"
 #ifdef DTRAIN_HAVE_CUDA
@@ -30,6 +31,37 @@ void run(const BackendUnderTest& b) {
 
 TEST_CASE("backend ops: cpu (oneDNN + BLAS) against the reference", "[backend_ops]") {
   run({"cpu", [] { return make_backend("cpu"); }, false});
+}
+
+TEST_CASE("backend ops: cpu kernels in the formats they choose against the reference", "[backend_ops][format]") {
+  // Each kernel gets x in nChw16c (a blocked producer), chooses its formats,
+  // and is fed and read through conversions (exec_backend.hpp).
+  KernelExec e;
+  e.any_format = true;
+  e.src = Format::blocked(16);
+  run({"cpu(chosen formats)", [e] { return make_exec_backend(make_backend("cpu"), e); }, false});
+  e.src = Format::plain();  // a plain producer (the net's input, a dropout)
+  run({"cpu(chosen formats, plain producer)", [e] { return make_exec_backend(make_backend("cpu"), e); }, false});
+}
+
+TEST_CASE("backend ops: cpu kernels in bf16 against the reference", "[backend_ops][bf16]") {
+  auto cpu = make_backend("cpu");
+  if (!cpu->precision_unsupported(DType::bf16).empty()) {
+    WARN("DTRAIN_TEST_SKIPPED: " << cpu->precision_unsupported(DType::bf16));
+    return;
+  }
+  // The same bf16-exact inputs for both (U(−1, 1) rounded: a max-pooling
+  // window's ties are then the reference's too); the kernels keep bf16
+  // copies of the weights and round their outputs (relative 2^-9 each). Seen:
+  // rel_err ≤ 0.0035 over the table; the bound is 1e-2. Whole-net steps flip
+  // ReLU masks: test_net_plan.cpp.
+  KernelExec e;
+  e.any_format = true;
+  e.src = Format::blocked(16, DType::bf16);
+  e.precision = DType::bf16;
+  BackendUnderTest b{"cpu(bf16)", [e] { return make_exec_backend(make_backend("cpu"), e); }, false, 1e-2, true, {"net"}};
+  const int ran = check_all_ops(b);
+  CHECK(ran > 0);
 }
 
 TEST_CASE("backend ops: cpu-staged (wrapping cpu) against the reference", "[backend_ops][staged]") {
