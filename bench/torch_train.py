@@ -22,6 +22,11 @@ Models:
                For these two, one random 3×224×224 minibatch and random labels
                are made once: they measure compute, not input.
 
+Precision: --precision fp32 (default), or bf16: forward and loss inside
+torch.autocast("cpu", dtype=torch.bfloat16) (convolutions and matrix
+products in bf16, fp32 master weights and optimizer: PyTorch's mixed
+precision on the CPU), backward and SGD outside it, as PyTorch documents.
+
 Timing: --warmup steps are run and discarded, then --steps steps are each
 timed with time.perf_counter(); images/s = steps·B / (sum of step times).
 
@@ -116,6 +121,7 @@ def main():
     p.add_argument("--lr", type=float, default=0.01)
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     p.add_argument("--json", default="", help="append one JSON result object to this file")
     args = p.parse_args()
 
@@ -149,7 +155,11 @@ def main():
     def step():
         x, y = batch()
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(x), y)
+        if args.precision == "bf16":
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = loss_fn(model(x), y)
+        else:
+            loss = loss_fn(model(x), y)
         loss.backward()
         opt.step()
         return loss.item()
@@ -163,13 +173,13 @@ def main():
         loss = step()
         times.append(time.perf_counter() - t0)
     ips = b * len(times) / sum(times)
-    print(f"torch {torch.__version__} model {args.model} minibatch {b} threads {args.threads} "
+    print(f"torch {torch.__version__} model {args.model} minibatch {b} threads {args.threads} {args.precision} "
           f"steps {args.steps} images_per_s {ips:.1f} step_ms_median {1e3 * statistics.median(times):.2f} "
           f"loss {loss:.4f}", flush=True)
     if args.json:
         with open(args.json, "a") as f:
             f.write(json.dumps({"torch": torch.__version__, "model": args.model, "minibatch": b,
-                                "threads": args.threads, "steps": args.steps,
+                                "threads": args.threads, "precision": args.precision, "steps": args.steps,
                                 "images_per_s": ips, "step_s_median": statistics.median(times),
                                 "loss": loss}) + "\n")
 

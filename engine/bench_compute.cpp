@@ -4,6 +4,7 @@
 //
 //   dtrain bench compute --model resnet50 --minibatch 16 --threads 2 [--precision bf16]
 //                        [--steps 10] [--warmup 2] [--profile] [--plan] [--no-peak] [--json F]
+//   dtrain bench compute --peak-only [--precision bf16] [--threads 2]
 //
 // A step is what the trainer's worker computes: forward (training mode) of a
 // random minibatch x [B, C, H, W] ~ N(0, 1) with random labels, softmax
@@ -51,7 +52,7 @@ double now_s() {
 int cmd_bench_compute(const std::vector<std::string>& args) {
   std::string model = "lenet5", precision = "fp32", backend_name = "cpu", json;
   int minibatch = 64, threads = 1, steps = 10, warmup = 2;
-  bool profile = false, show_plan = false, no_peak = false, no_fuse = false, plain = false;
+  bool profile = false, show_plan = false, no_peak = false, no_fuse = false, plain = false, peak_only = false;
   po::options_description desc(
       "dtrain bench compute --model M [--minibatch B] [--threads T] [--precision fp32|bf16] [--steps S]");
   desc.add_options()("help,h", "this help")("model", po::value(&model)->default_value(model), layers::model_list_text().c_str())(
@@ -66,6 +67,7 @@ int cmd_bench_compute(const std::vector<std::string>& args) {
       "no-fuse", po::bool_switch(&no_fuse), "run every ReLU as a layer of its own (for comparison)")(
       "plain", po::bool_switch(&plain), "keep activations in plain NCHW between layers (for comparison)")(
       "no-peak", po::bool_switch(&no_peak), "skip the GEMM peak measurement")(
+      "peak-only", po::bool_switch(&peak_only), "only the GEMM peak (with --json: {\"gemm_peak_gflops\": …})")(
       "json", po::value(&json), "append a JSON object with the figures to this file");
   po::variables_map vm = parse_command_line(args, desc, "dtrain bench compute: ");
   if (vm.count("help")) {
@@ -76,6 +78,17 @@ int cmd_bench_compute(const std::vector<std::string>& args) {
     DT_USAGE("dtrain bench compute: minibatch, threads and steps must be >= 1, warmup >= 0");
   const layers::DType prec = layers::parse_precision(precision);
   layers::set_cpu_threads(threads);
+  if (peak_only) {
+    const double peak = layers::gemm_gflops(prec);
+    std::printf("GEMM peak: %.1f GFLOP/s (oneDNN matmul 2048³ %s, %d thread(s))\n", peak, layers::dtype_name(prec),
+                threads);
+    if (!json.empty())
+      std::ofstream(json, std::ios::app) << nlohmann::json{{"kind", "gemm_peak"}, {"precision", precision},
+                                                           {"threads", threads}, {"gemm_peak_gflops", peak}}
+                                                .dump()
+                                         << "\n";
+    return kExitOk;
+  }
   auto backend = layers::make_backend(backend_name);
   layers::ModelOptions mo;
   mo.minibatch = minibatch;

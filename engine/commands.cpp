@@ -200,7 +200,7 @@ int cmd_model(const std::vector<std::string>& args) {
                 static_cast<long long>(r.params), r.flops / 1e6);
     total += r.params;
   }
-  std::printf("model %s: input %s, output %s, %lld parameters (%.1f MB fp32), %.3f GFLOPs forward per minibatch of %d\n",
+  std::printf("model %s: input %s, output %s, %lld parameters (%.1f MB fp32), %.4g GFLOPs forward per minibatch of %d\n",
               name.c_str(), net.input_shape().str().c_str(), net.output_shape().str().c_str(),
               static_cast<long long>(total), total * 4.0 / 1e6, net.forward_flops() / 1e9, minibatch);
   return kExitOk;
