@@ -29,6 +29,29 @@ void widen_initial_thread() {
   }
 }
 
+std::vector<int> owned_cpus(MPI_Comm world) {
+  MPI_Comm host = MPI_COMM_NULL;
+  DT_CHECK_MPI(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host));
+  int n = 1, me = 0;
+  MPI_Comm_size(host, &n);
+  MPI_Comm_rank(host, &me);
+  const std::vector<int> mine = cpuset::thread_cpus();
+  // Every rank's set as a bitmap of kMaxCpus bits.
+  constexpr int kMaxCpus = 4096;
+  std::vector<uint8_t> bits(kMaxCpus / 8, 0), all(static_cast<size_t>(n) * kMaxCpus / 8);
+  for (int c : mine)
+    if (c < kMaxCpus) bits[static_cast<size_t>(c) / 8] |= static_cast<uint8_t>(1u << (c % 8));
+  const int rc = MPI_Allgather(bits.data(), kMaxCpus / 8, MPI_BYTE, all.data(), kMaxCpus / 8, MPI_BYTE, host);
+  MPI_Comm_free(&host);
+  DT_CHECK_MPI(rc);
+  for (int r = 0; r < n; ++r) {
+    if (r == me) continue;
+    for (int i = 0; i < kMaxCpus / 8; ++i)
+      if (all[static_cast<size_t>(r) * kMaxCpus / 8 + static_cast<size_t>(i)] & bits[static_cast<size_t>(i)]) return {};
+  }
+  return mine;
+}
+
 namespace {
 
 // "none" (CPU backends, servers), else "1 (GPU-<uuid> pci …, CUDA_VISIBLE_DEVICES=…)".
@@ -53,6 +76,7 @@ void log_placement(const TrainJob& job) {
   const std::string line = "rank " + std::to_string(job.rank()) + (job.topo.is_server() ? " server " : " worker ") +
                            host + " cpus " + cpuset::cpu_ranges(cpuset::thread_cpus()) + " gpu " + gpu_text(job) +
                            " threads " + std::to_string(job.threads) +
+                           (job.pinned.empty() ? std::string() : " (pinned to " + cpuset::cpu_ranges(job.pinned) + ")") +
                            (job.topo.is_server() ? std::string() : " + " + std::to_string(job.loader_threads) + " loader");
   // Rank 0 gathers every rank's line (and host name, to count the hosts).
   const std::string mine = host + '\n' + line;

@@ -20,11 +20,23 @@
 // backends, servers). Throws Error on an MPI failure.
 #pragma once
 
+#include <mpi.h>
+
+#include <vector>
+
 namespace dtrain::engine {
 
 class TrainJob;
 
 void widen_initial_thread();
 void log_placement(const TrainJob& job);
+
+// The CPUs this rank owns: its CPU set when no other rank on its host (an
+// MPI_COMM_TYPE_SHARED split of `world`, collective) may run on any of them
+// (the launcher or Slurm bound the ranks apart, or it is the host's only
+// rank), else {} (shared CPUs: pinning would stack ranks' threads). The
+// trainer pins its compute team to them (layers::pin_cpu_threads) when the
+// OpenMP runtime binds nothing itself (no OMP_PROC_BIND).
+std::vector<int> owned_cpus(MPI_Comm world);
 
 }  // namespace dtrain::engine

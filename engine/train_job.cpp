@@ -20,6 +20,7 @@
 #include "core/log.hpp"
 #include "core/settings.hpp"
 #include "engine/compute.hpp"
+#include "engine/placement.hpp"
 #include "engine/run_folder.hpp"
 #include "layers/models.hpp"
 #ifdef DTRAIN_HAVE_CUDA
@@ -195,6 +196,10 @@ TrainJob::TrainJob(const TrainConfig& c, MPI_Comm world) : cfg(c), topo(world, t
   threads = split.compute;
   loader_threads = split.loaders;
   layers::set_cpu_threads(threads);
+  // Compute threads pinned to the cores the rank owns (engine/placement.hpp),
+  // unless OMP_PROC_BIND has the runtime bind them.
+  const std::vector<int> owned = owned_cpus(world);
+  if (threads > 1 && layers::cpu_place_cpus().empty()) pinned = layers::pin_cpu_threads(owned);
   comm::set_wait_policy(cfg.wait_policy ? *cfg.wait_policy
                                         : comm::choose_wait_policy("auto", topo.ranks_on_host(), threads,
                                                                    hardware_threads()));

@@ -80,6 +80,7 @@ class TrainJob {
   int world_size = 1;
   int threads = 1;                           // compute threads of this rank
   int loader_threads = 1;                    // its loader threads (choose_thread_counts)
+  std::vector<int> pinned;                   // CPUs its compute team is pinned to ({}: not pinned)
   int cuda_device = -1;                      // the worker's GPU (cuda), else −1
   std::unique_ptr<layers::Backend> backend;  // servers: the CPU backend, whatever the device
   std::unique_ptr<io::Dataset> train_set;     // raw or jpeg layout

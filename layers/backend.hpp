@@ -278,6 +278,16 @@ std::vector<std::string> available_backends();
 // Threads used by the CPU kernels (OpenMP for oneDNN, OpenBLAS's own pool).
 void set_cpu_threads(int threads);
 
+// Pins the OpenMP team of set_cpu_threads(): team thread i (1 ≤ i < T) to CPU
+// cpus[i], so the compute threads do not migrate between the rank's cores.
+// The initial thread (team thread 0) keeps its CPU set, as
+// engine/placement.hpp's widen_initial_thread leaves it under OMP_PROC_BIND:
+// the loader and communication threads it starts later inherit that set.
+// Returns the CPUs the team's threads run on (cpus[0..T)), or {} and pins
+// nothing when cpus has fewer than T entries or T = 1. Throws Error when the
+// kernel refuses a CPU.
+std::vector<int> pin_cpu_threads(const std::vector<int>& cpus);
+
 // The CPUs of the OpenMP runtime's places (OMP_PLACES), ascending; empty when
 // OpenMP binds no thread (OMP_PROC_BIND unset or false). With a binding, the
 // runtime built its places from the CPUs the process started with and bound

@@ -114,6 +114,15 @@ class Layer {
   virtual void make_kernels(int n) { (void)n; }
   // The KernelExec of p for the first input.
   static KernelExec exec_of(const PlanIn& p);
+  // plan() of a layer over one kernel: makes it with p's KernelExec, and the
+  // kernel's formats are the layer's.
+  template <class K>
+  PlanOut plan_kernel(const PlanIn& p, const std::unique_ptr<K>& kernel) {
+    exec_ = exec_of(p);
+    make_kernels(p.n);
+    kernel_n_ = p.n;
+    return {{kernel->src_format()}, kernel->dst_format(), kernel->masks_relu_grad()};
+  }
 
   std::string name_;
   Backend* backend_ = nullptr;

@@ -303,7 +303,29 @@ void Net::set_profiling(bool on) {
 }
 
 namespace {
-double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+// The profile's stopwatch over one pass: lap(slot) adds the time since the
+// previous lap (after the backend's queued work) to slot. Off: does nothing.
+class Laps {
+ public:
+  Laps(Backend& be, bool on) : be_(be), on_(on) {
+    if (on_) t0_ = now();
+  }
+  void lap(double& slot) {
+    if (!on_) return;
+    const double t = now();
+    slot += t - t0_;
+    t0_ = t;
+  }
+
+ private:
+  double now() {
+    be_.synchronize();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  }
+  Backend& be_;
+  bool on_;
+  double t0_ = 0;
+};
 }  // namespace
 
 const Tensor& Net::forward(const Tensor& x, bool train) {
@@ -319,14 +341,7 @@ const Tensor& Net::forward(const Tensor& x, bool train) {
   s.d[0] = x.shape().n();
   acts_[0] = Tensor::view(const_cast<float*>(x.data()), s, x.device());
   std::vector<const Tensor*> in;
-  double t0 = profiling_ ? (backend_->synchronize(), now_s()) : 0;
-  auto lap = [&](double& slot) {
-    if (!profiling_) return;
-    backend_->synchronize();
-    const double t = now_s();
-    slot += t - t0;
-    t0 = t;
-  };
+  Laps laps(*backend_, profiling_);
   for (size_t i = 1; i < nodes_.size(); ++i) {
     if (fused_into_[i] >= 0) continue;
     Node& node = nodes_[i];
@@ -344,16 +359,16 @@ const Tensor& Net::forward(const Tensor& x, bool train) {
       }
       in.push_back(&edge.act);
     }
-    if (profiling_) lap(times_[i - 1].convert_s);
+    laps.lap(times_[i - 1].convert_s);
     node.layer->forward(in, acts_[i], train);
     if (profiling_) {
-      lap(times_[i - 1].forward_s);
+      laps.lap(times_[i - 1].forward_s);
       ++times_[i - 1].calls;
     }
   }
   if (out_edge_ < 0) return acts_.back();
   backend_->convert(acts_.back(), edges_[out_edge_].act);
-  if (profiling_) lap(times_.back().convert_s);
+  laps.lap(times_.back().convert_s);
   return edges_[out_edge_].act;
 }
 
@@ -376,14 +391,7 @@ void Net::backward(const Tensor& dout, const GradReadyFn& on_ready) {
   std::fill(grad_written_.begin(), grad_written_.end(), 0);
   for (Edge& e : edges_) e.grad_written = 0;
   const size_t last = nodes_.size() - 1;
-  double t0 = profiling_ ? (backend_->synchronize(), now_s()) : 0;
-  auto lap = [&](double& slot) {
-    if (!profiling_) return;
-    backend_->synchronize();
-    const double t = now_s();
-    slot += t - t0;
-    t0 = t;
-  };
+  Laps laps(*backend_, profiling_);
   {
     const Tensor d = dout.reshaped(acts_.back().shape());
     backend_->convert(d, dacts_[last]);
@@ -402,12 +410,12 @@ void Net::backward(const Tensor& dout, const GradReadyFn& on_ready) {
     }
     if (fused_into_[i] >= 0) {  // its gradient is its producer's buffer
       grad_written_[fused_into_[i]] |= grad_written_[i];
-      if (profiling_) lap(times_[i - 1].convert_s);
+      laps.lap(times_[i - 1].convert_s);
       continue;
     }
     DT_CHECK(grad_written_[i], "node ", node.layer->name(), " is not connected to the output");
     if (relu_fused_[i] && !masks_relu_[i]) backend_->relu_grad(acts_[i], dacts_[i], dacts_[i]);
-    if (profiling_) lap(times_[i - 1].convert_s);
+    laps.lap(times_[i - 1].convert_s);
     in.clear();
     din.clear();
     accumulate.clear();
@@ -436,7 +444,7 @@ void Net::backward(const Tensor& dout, const GradReadyFn& on_ready) {
     }
     node.layer->backward(in, acts_[i], dacts_[i], din);
     for (auto& [target, s] : accumulate) backend_->accumulate_into(s, *target);
-    if (profiling_) lap(times_[i - 1].backward_s);
+    laps.lap(times_[i - 1].backward_s);
     if (on_ready && node.param_end > node.param_begin) on_ready(node.param_begin, node.param_end);
   }
 }

@@ -7,12 +7,12 @@ target_link_libraries(dtrain_compare_checkpoints PRIVATE dtrain_io)
 # Integration tests: the dtrain binary on real Fashion-MNIST (Debian's
 # dataset-fashion-mnist), sharing one converted copy through a fixture.
 set(DTRAIN_IT_ENV "DTRAIN=$<TARGET_FILE:dtrain>;MAKE_STORE=$<TARGET_FILE:dtrain_make_jpeg_store>;COMPARE=$<TARGET_FILE:dtrain_compare_params>;COMPARE_CKPT=$<TARGET_FILE:dtrain_compare_checkpoints>;WORK=${CMAKE_BINARY_DIR}/it;SRC=${CMAKE_SOURCE_DIR};OMP_NUM_THREADS=2;OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
-foreach(t data_convert train_short determinism bad_input distributed failures rank_failures tune tune_prediction device_staged usage_and_outputs checkpoint checkpoint_faults recipes jpeg_train compute_stand_in timeline)
+foreach(t data_convert train_short precision determinism bad_input distributed failures rank_failures tune tune_prediction device_staged usage_and_outputs checkpoint checkpoint_faults recipes jpeg_train compute_stand_in timeline)
   add_test(NAME it_${t} COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/${t}.sh)
   set_tests_properties(it_${t} PROPERTIES ENVIRONMENT "${DTRAIN_IT_ENV}" LABELS integration TIMEOUT 900)
 endforeach()
 set_tests_properties(it_data_convert PROPERTIES FIXTURES_SETUP fashion_data)
-set_tests_properties(it_train_short it_determinism it_bad_input it_distributed it_failures it_rank_failures it_tune it_tune_prediction it_device_staged it_usage_and_outputs it_checkpoint it_checkpoint_faults it_compute_stand_in it_timeline PROPERTIES FIXTURES_REQUIRED fashion_data)
+set_tests_properties(it_train_short it_precision it_determinism it_bad_input it_distributed it_failures it_rank_failures it_tune it_tune_prediction it_device_staged it_usage_and_outputs it_checkpoint it_checkpoint_faults it_compute_stand_in it_timeline PROPERTIES FIXTURES_REQUIRED fashion_data)
 # it_failures and it_rank_failures check that no dtrain process is left behind
 # (pgrep), so nothing else may run beside them under `ctest -j`.
 set_tests_properties(it_failures it_rank_failures PROPERTIES RUN_SERIAL TRUE)

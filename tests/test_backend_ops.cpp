@@ -30,7 +30,7 @@ void run(const BackendUnderTest& b) {
 }  // namespace
 
 TEST_CASE("backend ops: cpu (oneDNN + BLAS) against the reference", "[backend_ops]") {
-  run({"cpu", [] { return make_backend("cpu"); }, false});
+  run({"cpu", [] { return make_backend("cpu"); }, false, 0, false, {}});
 }
 
 TEST_CASE("backend ops: cpu kernels in the formats they choose against the reference", "[backend_ops][format]") {
@@ -39,9 +39,9 @@ TEST_CASE("backend ops: cpu kernels in the formats they choose against the refer
   KernelExec e;
   e.any_format = true;
   e.src = Format::blocked(16);
-  run({"cpu(chosen formats)", [e] { return make_exec_backend(make_backend("cpu"), e); }, false});
+  run({"cpu(chosen formats)", [e] { return make_exec_backend(make_backend("cpu"), e); }, false, 0, false, {}});
   e.src = Format::plain();  // a plain producer (the net's input, a dropout)
-  run({"cpu(chosen formats, plain producer)", [e] { return make_exec_backend(make_backend("cpu"), e); }, false});
+  run({"cpu(chosen formats, plain producer)", [e] { return make_exec_backend(make_backend("cpu"), e); }, false, 0, false, {}});
 }
 
 TEST_CASE("backend ops: cpu kernels in bf16 against the reference", "[backend_ops][bf16]") {
@@ -65,11 +65,11 @@ TEST_CASE("backend ops: cpu kernels in bf16 against the reference", "[backend_op
 }
 
 TEST_CASE("backend ops: cpu-staged (wrapping cpu) against the reference", "[backend_ops][staged]") {
-  run({"cpu-staged", [] { return make_backend("cpu-staged"); }, false});
+  run({"cpu-staged", [] { return make_backend("cpu-staged"); }, false, 0, false, {}});
 }
 
 TEST_CASE("backend ops: cpu-staged wrapping the reference is bitwise the reference", "[backend_ops][staged]") {
-  run({"cpu-staged(reference)", [] { return make_staged_backend(make_reference_backend()); }, true});
+  run({"cpu-staged(reference)", [] { return make_staged_backend(make_reference_backend()); }, true, 0, false, {}});
 }
 
 TEST_CASE("backend ops: cuda against the reference", "[backend_ops][cuda]") {
@@ -83,7 +83,7 @@ TEST_CASE("backend ops: cuda against the reference", "[backend_ops][cuda]") {
          o.log_algorithms = false;
          return make_cuda_backend(o);
        },
-       false});
+       false, 0, false, {}});
 #else
   WARN("DTRAIN_TEST_SKIPPED: backend cuda: not built (DTRAIN_CUDA=OFF or no toolkit); " << all_ops().size()
                                                                                         << " ops not run");

@@ -87,6 +87,7 @@ class CpuBackend final : public Backend {
   // x, y: [count]; y = max(x, 0) (oneDNN eltwise_relu).
   void relu_forward(const float* x, float* y, size_t count) override {
     if (count == 0) return;
+    onednn::ThreadScope team(onednn::team_for_elements(double(count)));
     Relu& r = relu(count);
     r.x.set_data_handle(onednn::handle(x));
     r.y.set_data_handle(y);
@@ -97,6 +98,7 @@ class CpuBackend final : public Backend {
   // dx = dy where y > 0, else 0 (eltwise_relu_use_dst_for_bwd).
   void relu_backward(const float* y, const float* dy, float* dx, size_t count) override {
     if (count == 0) return;
+    onednn::ThreadScope team(onednn::team_for_elements(double(count)));
     Relu& r = relu(count);
     r.y.set_data_handle(onednn::handle(y));
     r.dy.set_data_handle(onednn::handle(dy));
@@ -190,6 +192,7 @@ class CpuBackend final : public Backend {
   void relu(const Tensor& x, Tensor& y) override {
     const size_t n = same("relu", x, y);
     if (n == 0) return;
+    onednn::ThreadScope team(onednn::team_for_elements(double(n)));
     Relu& r = relu(n, x.format().dtype);
     r.x.set_data_handle(const_cast<void*>(x.raw()));
     r.y.set_data_handle(y.raw());
@@ -199,6 +202,7 @@ class CpuBackend final : public Backend {
   void relu_grad(const Tensor& y, const Tensor& dy, Tensor& dx) override {
     const size_t n = same("relu_grad", y, dy, &dx);
     if (n == 0) return;
+    onednn::ThreadScope team(onednn::team_for_elements(double(n)));
     Relu& r = relu(n, y.format().dtype);
     r.y.set_data_handle(const_cast<void*>(y.raw()));
     r.dy.set_data_handle(const_cast<void*>(dy.raw()));
@@ -248,6 +252,7 @@ class CpuBackend final : public Backend {
       return;
     }
     const Shape& sh = src.shape();
+    onednn::ThreadScope team(onednn::team_for_elements(double(src.stored())));
     const dnnl::memory::dims dims{sh.n(), sh.c(), sh.h(), sh.w()};
     const auto key = std::make_tuple(std::vector<int64_t>(dims.begin(), dims.end()), src.format().dtype,
                                      src.format().cblock, dst.format().dtype, dst.format().cblock);
@@ -367,6 +372,7 @@ class CpuBackend final : public Backend {
 
   // y = a + b (then ReLU) over n elements of type t; y may be a or b.
   void binary_add(const void* a, const void* b, void* y, size_t n, DType t, bool relu) {
+    onednn::ThreadScope team(onednn::team_for_elements(double(n)));
     const auto key = std::make_tuple(n, static_cast<int>(t), relu);
     auto it = binary_.find(key);
     if (it == binary_.end()) {

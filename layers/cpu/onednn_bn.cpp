@@ -39,7 +39,9 @@ using dnnl::normalization_flags;
 
 class BatchNormOneDnn final : public BatchNormKernel {
  public:
-  BatchNormOneDnn(CtxPtr ctx, const BatchNormDesc& d) : ctx_(std::move(ctx)), d_(d), relu_(d.exec.relu) {
+  BatchNormOneDnn(CtxPtr ctx, const BatchNormDesc& d)
+      : ctx_(std::move(ctx)), d_(d), threads_(team_for_elements(double(d.n) * d.c * d.h * d.w)), relu_(d.exec.relu) {
+    ThreadScope team(threads_);
     const auto& eng = ctx_->eng;
     const memory::dims dims{d.n, d.c, d.h, d.w};
     const DType prec = d.exec.precision;
@@ -89,6 +91,7 @@ class BatchNormOneDnn final : public BatchNormKernel {
   // x [N,C,H,W], gamma/beta/running_* [C] → y [N,C,H,W]; updates running_*.
   void forward_train(const float* x, const float* gamma, const float* beta, float* y,
                      float* running_mean, float* running_var) override {
+    ThreadScope team(threads_);
     const int64_t m_values = int64_t(d_.n) * d_.h * d_.w;
     DT_CHECK(m_values > 1, "batch norm: training needs more than one value per channel (N·H·W = ", m_values, ")");
     auto& s = ctx_->strm;
@@ -117,6 +120,7 @@ class BatchNormOneDnn final : public BatchNormKernel {
   // Normalises with the running statistics; no state is touched.
   void forward_infer(const float* x, const float* gamma, const float* beta,
                      const float* running_mean, const float* running_var, float* y) override {
+    ThreadScope team(threads_);
     auto& s = ctx_->strm;
     gamma_.set_data_handle(handle(gamma));
     beta_.set_data_handle(handle(beta));
@@ -136,6 +140,7 @@ class BatchNormOneDnn final : public BatchNormKernel {
   // dy [N,C,H,W] → dx [N,C,H,W] (nullptr: skipped), dgamma, dbeta [C]
   void backward(const float* x, const float* dy, const float* gamma, float* dx, float* dgamma,
                 float* dbeta) override {
+    ThreadScope team(threads_);
     DT_CHECK(have_stats_, "batch norm: backward() before any forward_train()");
     DT_CHECK(!relu_ || x == fwd_x_, "batch norm with a fused ReLU: backward() needs the x of the last forward_train()");
     auto& s = ctx_->strm;
@@ -165,6 +170,7 @@ class BatchNormOneDnn final : public BatchNormKernel {
  private:
   CtxPtr ctx_;
   BatchNormDesc d_;
+  int threads_;  // the team of its primitives (team_for_elements)
   dnnl::batch_normalization_forward::primitive_desc train_pd_, infer_pd_;
   dnnl::batch_normalization_forward train_, infer_;
   dnnl::batch_normalization_backward::primitive_desc bwd_pd_;

@@ -54,7 +54,11 @@ using dnnl::memory;
 
 class ConvOneDnn final : public ConvKernel {
  public:
-  ConvOneDnn(CtxPtr ctx, const ConvDesc& d) : ctx_(std::move(ctx)), d_(d) {
+  ConvOneDnn(CtxPtr ctx, const ConvDesc& d)
+      : ctx_(std::move(ctx)),
+        d_(d),
+        threads_(team_for_flops(2.0 * d.n * d.k * d.out_h() * d.out_w() * (d.c / std::max(1, d.groups)) * d.kh * d.kw)) {
+    ThreadScope team(threads_);
     DT_CHECK(d.groups >= 1 && d.c % d.groups == 0 && d.k % d.groups == 0,
              "conv: C=", d.c, " and K=", d.k, " must be divisible by groups=", d.groups);
     DT_CHECK(d.out_h() > 0 && d.out_w() > 0, "conv: empty output for input ", d.h, "x", d.w);
@@ -96,6 +100,7 @@ class ConvOneDnn final : public ConvKernel {
 
   // x [N,C,H,W], w [K,C/g,KH,KW], b [K] or nullptr → y [N,K,OH,OW] (then ReLU when fused)
   void forward(const float* x, const float* w, const float* b, float* y) override {
+    ThreadScope team(threads_);
     auto& s = ctx_->strm;
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src_.in(x, s)},
                                          {DNNL_ARG_WEIGHTS, wei_.in(w, s)},
@@ -115,6 +120,7 @@ class ConvOneDnn final : public ConvKernel {
   // dy [N,K,OH,OW] → dx [N,C,H,W] (nullptr: skipped), dw [K,C/g,KH,KW], db [K]
   void backward(const float* x, const float* w, const float* dy, float* dx, float* dw,
                 float* db) override {
+    ThreadScope team(threads_);
     auto& s = ctx_->strm;
     if (dx != nullptr) {
       init_backward_data();
@@ -306,6 +312,7 @@ class ConvOneDnn final : public ConvKernel {
 
   CtxPtr ctx_;
   ConvDesc d_;
+  int threads_;  // the team of its primitives (team_for_flops)
   memory::dims src_dims_, dst_dims_, wei_dims_, strides_, pad_, pad_r_;
   tag wei_tag_ = tag::oihw;
   DType prec_ = DType::f32;

@@ -1,5 +1,8 @@
 // layers/cpu/onednn_formats.cpp — dtrain's formats (format.hpp) as oneDNN
-// memory descriptors, and the small attribute helpers the kernels share.
+// memory descriptors, the small attribute helpers the kernels share, and the
+// kernels' team sizes (onednn_internal.hpp).
+#include <omp.h>
+
 #include <string>
 
 #include "layers/cpu/onednn_internal.hpp"
@@ -46,5 +49,15 @@ dnnl::primitive_attr relu_attr(bool relu) {
 }
 
 bool is_ref_impl(const char* impl_info) { return std::string(impl_info).find("ref") != std::string::npos; }
+
+int team_for_flops(double flops) { return flops < kSmallFlops ? 1 : omp_get_max_threads(); }
+int team_for_elements(double elements) { return elements < kSmallElements ? 1 : omp_get_max_threads(); }
+
+ThreadScope::ThreadScope(int threads) : prev_(omp_get_max_threads()) {
+  if (threads != prev_) omp_set_num_threads(threads);
+}
+ThreadScope::~ThreadScope() {
+  if (omp_get_max_threads() != prev_) omp_set_num_threads(prev_);
+}
 
 }  // namespace dtrain::layers::onednn

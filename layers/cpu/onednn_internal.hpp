@@ -47,6 +47,33 @@ dnnl::primitive_attr relu_attr(bool relu);
 // oneDNN's implementation name is one of its reference (scalar) kernels.
 bool is_ref_impl(const char* impl_info);
 
+// Threads that pay for themselves. A parallel region costs a fork and a join
+// of the OpenMP team (a few µs when the team is hot, a scheduler slice when a
+// team thread was descheduled), so a kernel whose work per call is small runs
+// on one thread: below kSmallFlops floating-point operations (≈ 10–20 µs on
+// one AVX-512 core; LeNet-5's fc2 and fc3, 1.3 and 0.1 MFLOP at minibatch 64)
+// or, for memory-bound kernels, below kSmallElements elements (the size from
+// which the elementwise loops of onednn.cpp go parallel).
+inline constexpr double kSmallFlops = 2e6;
+inline constexpr double kSmallElements = 1 << 15;
+// The team of a kernel with `flops` of compute or `elements` of data per call.
+int team_for_flops(double flops);
+int team_for_elements(double elements);
+// Sets the OpenMP team size for the scope (oneDNN reads it when it creates a
+// primitive — its JIT kernels split their work for that many threads — and
+// when it runs one), and restores it. Kernels make and run their primitives
+// inside one.
+class ThreadScope {
+ public:
+  explicit ThreadScope(int threads);
+  ~ThreadScope();
+  ThreadScope(const ThreadScope&) = delete;
+  ThreadScope& operator=(const ThreadScope&) = delete;
+
+ private:
+  int prev_ = 0;
+};
+
 // A memory object that wraps caller storage; the handle is set per call.
 inline dnnl::memory user_memory(const dnnl::memory::desc& md, const dnnl::engine& eng) {
   return dnnl::memory(md, eng, DNNL_MEMORY_NONE);

@@ -28,7 +28,9 @@ using dnnl::memory;
 
 class LinearOneDnn final : public LinearKernel {
  public:
-  LinearOneDnn(CtxPtr ctx, const LinearDesc& d) : ctx_(std::move(ctx)), d_(d) {
+  LinearOneDnn(CtxPtr ctx, const LinearDesc& d)
+      : ctx_(std::move(ctx)), d_(d), threads_(team_for_flops(2.0 * d.n * d.in * d.out)) {
+    ThreadScope team(threads_);
     const auto& eng = ctx_->eng;
     const dt t = dtype_of(d.exec.precision);
     bf16_ = d.exec.precision == DType::bf16;
@@ -78,6 +80,7 @@ class LinearOneDnn final : public LinearKernel {
 
   // x [N,IN], w [OUT,IN], b [OUT] or nullptr → y [N,OUT]
   void forward(const float* x, const float* w, const float* b, float* y) override {
+    ThreadScope team(threads_);
     auto& s = ctx_->strm;
     set_weights(w);
     x_.set_data_handle(handle(x));
@@ -95,6 +98,7 @@ class LinearOneDnn final : public LinearKernel {
   // dy [N,OUT] → dx [N,IN] (nullptr: skipped), dw [OUT,IN], db [OUT]
   void backward(const float* x, const float* w, const float* dy, float* dx, float* dw,
                 float* db) override {
+    ThreadScope team(threads_);
     auto& s = ctx_->strm;
     const void* dyp = dy;
     if (dy_copy_) {
@@ -153,6 +157,7 @@ class LinearOneDnn final : public LinearKernel {
 
   CtxPtr ctx_;
   LinearDesc d_;
+  int threads_;  // the team of its primitives (team_for_flops)
   bool bf16_ = false;
   Format in_fmt_, out_fmt_;
   dnnl::matmul fwd_, bwd_data_, bwd_weights_;

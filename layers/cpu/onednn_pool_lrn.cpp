@@ -46,7 +46,9 @@ using dnnl::memory;
 
 class PoolOneDnn final : public PoolKernel {
  public:
-  PoolOneDnn(CtxPtr ctx, const PoolDesc& d) : ctx_(std::move(ctx)), d_(d) {
+  PoolOneDnn(CtxPtr ctx, const PoolDesc& d)
+      : ctx_(std::move(ctx)), d_(d), threads_(team_for_elements(double(d.n) * d.c * d.h * d.w)) {
+    ThreadScope team(threads_);
     DT_CHECK(d.out_h() > 0 && d.out_w() > 0, "pool: empty output for input ", d.h, "x", d.w);
     std::vector<int> blocks{1};
     if (d.exec.any_format) blocks = {d.exec.src.cblock, 16, 1};
@@ -62,12 +64,14 @@ class PoolOneDnn final : public PoolKernel {
 
   // x [N,C,H,W] → y [N,C,OH,OW]
   void forward(const float* x, float* y) override {
+    ThreadScope team(threads_);
     run_forward(x, y);
     ctx_->strm.wait();
   }
 
   // dy [N,C,OH,OW] → dx [N,C,H,W]
   void backward(const float* x, const float* /*y*/, const float* dy, float* dx) override {
+    ThreadScope team(threads_);
     auto& s = ctx_->strm;
     if (has_ws_ && x != fwd_x_) {
       if (!y_scratch_) y_scratch_ = memory(fwd_pd_.dst_desc(), ctx_->eng);
@@ -118,6 +122,7 @@ class PoolOneDnn final : public PoolKernel {
 
   CtxPtr ctx_;
   PoolDesc d_;
+  int threads_;  // the team of its primitives (team_for_elements)
   dnnl::pooling_forward::primitive_desc fwd_pd_;
   dnnl::pooling_forward fwd_;
   dnnl::pooling_backward::primitive_desc bwd_pd_;

@@ -18,6 +18,13 @@
 namespace dtrain::layers {
 namespace {
 
+// A plain float32 kernel: the descriptor's exec must ask for nothing else.
+template <class D, class Make>
+auto plain(const D& d, const char* kernel, Make make) {
+  require_plain_exec(d.exec, "reference", kernel);
+  return make(d);
+}
+
 class ReferenceBackend final : public Backend {
  public:
   std::string name() const override { return "reference"; }
@@ -40,27 +47,15 @@ class ReferenceBackend final : public Backend {
 
   void fill(float* dst, size_t count, float value) override { std::fill(dst, dst + count, value); }
 
-  std::unique_ptr<ConvKernel> conv(const ConvDesc& d) override {
-    require_plain_exec(d.exec, "reference", "conv");
-    return reference::make_conv(d);
-  }
-  std::unique_ptr<PoolKernel> pool(const PoolDesc& d) override {
-    require_plain_exec(d.exec, "reference", "pool");
-    return reference::make_pool(d);
-  }
-  std::unique_ptr<LrnKernel> lrn(const LrnDesc& d) override {
-    require_plain_exec(d.exec, "reference", "lrn");
-    return reference::make_lrn(d);
-  }
+  std::unique_ptr<ConvKernel> conv(const ConvDesc& d) override { return plain(d, "conv", reference::make_conv); }
+  std::unique_ptr<PoolKernel> pool(const PoolDesc& d) override { return plain(d, "pool", reference::make_pool); }
+  std::unique_ptr<LrnKernel> lrn(const LrnDesc& d) override { return plain(d, "lrn", reference::make_lrn); }
   std::unique_ptr<BatchNormKernel> batch_norm(const BatchNormDesc& d) override {
-    require_plain_exec(d.exec, "reference", "batch_norm");
-    return reference::make_batch_norm(d);
+    return plain(d, "batch_norm", reference::make_batch_norm);
   }
   std::unique_ptr<LinearKernel> linear(const LinearDesc& d) override {
-    require_plain_exec(d.exec, "reference", "linear");
-    return reference::make_linear(d);
+    return plain(d, "linear", reference::make_linear);
   }
-
   // y = max(x, 0); NaN propagates (as torch.relu).
   void relu_forward(const float* x, float* y, size_t count) override {
     for (size_t i = 0; i < count; ++i) y[i] = x[i] < 0.0f ? 0.0f : x[i];

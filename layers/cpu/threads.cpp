@@ -1,9 +1,12 @@
 // layers/cpu/threads.cpp — thread count and places of the CPU kernels.
 #include <cblas.h>
 #include <omp.h>
+#include <pthread.h>
+#include <sched.h>
 
 #include <algorithm>
 
+#include "core/error.hpp"
 #include "layers/backend.hpp"
 
 namespace dtrain::layers {
@@ -12,6 +15,27 @@ void set_cpu_threads(int threads) {
   if (threads < 1) threads = 1;
   omp_set_num_threads(threads);     // oneDNN (OpenMP runtime) and our loops
   openblas_set_num_threads(threads);
+}
+
+std::vector<int> pin_cpu_threads(const std::vector<int>& cpus) {
+  const int team = omp_get_max_threads();
+  if (team < 2 || static_cast<int>(cpus.size()) < team) return {};
+  int failed = -1;
+#pragma omp parallel num_threads(team)
+  {
+    const int i = omp_get_thread_num();
+    if (i > 0) {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      CPU_SET(cpus[static_cast<size_t>(i)], &set);
+      if (pthread_setaffinity_np(pthread_self(), sizeof set, &set) != 0) {
+#pragma omp critical
+        failed = cpus[static_cast<size_t>(i)];
+      }
+    }
+  }
+  DT_CHECK(failed < 0, "cannot pin a compute thread to CPU ", failed);
+  return std::vector<int>(cpus.begin(), cpus.begin() + team);
 }
 
 std::vector<int> cpu_place_cpus() {

@@ -12,12 +12,7 @@ class BatchNorm final : public Layer {
   BatchNorm(std::string name, BatchNormOptions o) : Layer(std::move(name)), o_(o) {}
   std::string kind() const override { return "batch_norm"; }
   bool fuses_relu() const override { return true; }
-  PlanOut plan(const PlanIn& p) override {
-    exec_ = exec_of(p);
-    make_kernels(p.n);
-    kernel_n_ = p.n;
-    return {{kernel_->src_format()}, kernel_->dst_format(), kernel_->masks_relu_grad()};
-  }
+  PlanOut plan(const PlanIn& p) override { return plan_kernel(p, kernel_); }
   Shape setup(const std::vector<Shape>& in) override {
     in_shapes_ = in;
     out_shape_ = in[0];

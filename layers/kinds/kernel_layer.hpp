@@ -18,12 +18,7 @@ namespace dtrain::layers {
 class UnaryKernelLayer : public Layer {
  public:
   using Layer::Layer;
-  PlanOut plan(const PlanIn& p) override {
-    exec_ = exec_of(p);
-    make_kernels(p.n);
-    kernel_n_ = p.n;
-    return {{kernel_->src_format()}, kernel_->dst_format(), kernel_->masks_relu_grad()};
-  }
+  PlanOut plan(const PlanIn& p) override { return plan_kernel(p, kernel_); }
   void forward(const std::vector<const Tensor*>& in, Tensor& out, bool) override {
     ensure_batch(static_cast<int>(in[0]->shape().n()));
     kernel_->forward(in[0]->data(), out.data());
@@ -42,12 +37,7 @@ class WeightedKernelLayer : public Layer {
  public:
   WeightedKernelLayer(std::string name, bool bias) : Layer(std::move(name)), bias_(bias) {}
   bool fuses_relu() const override { return true; }
-  PlanOut plan(const PlanIn& p) override {
-    exec_ = exec_of(p);
-    make_kernels(p.n);
-    kernel_n_ = p.n;
-    return {{kernel_->src_format()}, kernel_->dst_format(), kernel_->masks_relu_grad()};
-  }
+  PlanOut plan(const PlanIn& p) override { return plan_kernel(p, kernel_); }
   void forward(const std::vector<const Tensor*>& in, Tensor& out, bool) override {
     ensure_batch(static_cast<int>(in[0]->shape().n()));
     kernel_->forward(in[0]->data(), params_[0].data(), bias_ ? params_[1].data() : nullptr, out.data());

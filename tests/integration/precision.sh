@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# --precision bf16 (layers/format.hpp, mixed precision): a short bf16 run of
+# LeNet-5 learns as the fp32 one does, records its precision and keeps the
+# parameters f32; bf16 is refused, naming the option and writing nothing,
+# where it cannot run (a CPU without AVX512-BF16 — oneDNN limited with
+# ONEDNN_MAX_CPU_ISA —, the reference kernels, the cpu-staged device).
+source "$(dirname "$0")/lib.sh"
+D="$WORK/data"
+short=(--job "$SRC/jobs/fashion_lenet.ini" --train-data "$D/fashion-mnist-train.h5" --test-data "$D/fashion-mnist-test.h5"
+       --max-train-samples 12000 --max-test-samples 2000 --epochs 1 --log-interval 50 --threads 2)
+
+# Refusals first: exit 2, the option named, nothing written.
+expect_exit 2 "option 'precision'" -- "$DTRAIN" train "${short[@]}" --precision fp16
+expect_exit 2 "AVX512-BF16" -- env ONEDNN_MAX_CPU_ISA=AVX512_CORE "$DTRAIN" train "${short[@]}" --precision bf16
+expect_exit 2 "option 'precision'" -- "$DTRAIN" train "${short[@]}" --precision bf16 --reference-kernels true
+expect_exit 2 "option 'precision'" -- "$DTRAIN" train "${short[@]}" --precision bf16 --device cpu-staged
+[ ! -e runs ] || fail "a refused run wrote $(find runs | head -3)"
+
+# This CPU: bf16 or not (then the learning half is skipped, saying why).
+out=$("$DTRAIN" train "${short[@]}" --precision bf16 --max-steps 1 --metrics "" --save-params "" 2>&1) || {
+  grep -q "AVX512-BF16" <<<"$out" && { echo "SKIP: $out"; exit 77; }
+  fail "a one-step bf16 run failed: $out"
+}
+rm -rf runs
+
+for p in fp32 bf16; do
+  "$DTRAIN" train "${short[@]}" --precision $p --metrics "$SCRATCH/$p.jsonl" --save-params "$SCRATCH/$p.h5" >"$SCRATCH/$p.log" 2>&1 ||
+    { cat "$SCRATCH/$p.log"; fail "the $p run failed"; }
+  grep -q "backend cpu $p" "$SCRATCH/$p.log" || fail "the $p run's start line does not say $p"
+  [ "$(json_field "$SCRATCH/$p.jsonl" run precision)" = "$p" ] || fail "the $p run record's precision is not $p"
+done
+a32=$(json_field "$SCRATCH/fp32.jsonl" epoch test_accuracy)
+a16=$(json_field "$SCRATCH/bf16.jsonl" epoch test_accuracy)
+echo "test accuracy after one epoch on 12k images: fp32 $a32, bf16 $a16"
+/usr/bin/python3 -c "import sys; sys.exit(0 if $a16 >= 0.75 and abs($a16 - $a32) <= 0.03 else 1)" ||
+  fail "bf16 accuracy $a16 (fp32 $a32): below 0.75 or more than 3 points from fp32"
+# The saved parameters are the f32 master weights, close to fp32's after 187 steps.
+"$COMPARE" "$SCRATCH/fp32.h5" "$SCRATCH/bf16.h5" 0.2 || fail "bf16 parameters far from fp32's"
