@@ -19,7 +19,11 @@
 # warm-up steps. Both include their per-step input work (dtrain: HDF5 read +
 # normalise; PyTorch: LeNet's in-memory gather + normalise, none for 224 models).
 #
-# usage: bench/vs_pytorch.sh [--dtrain build/dtrain] [--python /usr/bin/python3]...
+# --before OLD/dtrain adds an earlier dtrain build to every fp32 row, run in the
+# same interleaved order (a before/after table from one run; the old binary
+# gets no --precision option, so bf16 rows have no "before").
+#
+# usage: bench/vs_pytorch.sh [--dtrain build/dtrain] [--before OLD/dtrain] [--python /usr/bin/python3]...
 #                            [--repeats 3] [--models lenet5,alexnet-owt,resnet50]
 #                            [--precisions fp32,bf16] [--workdir /tmp/dtrain-bench] [--quick]
 #   --python may be given several times: one PyTorch peer per interpreter
@@ -31,6 +35,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 dtrain=build/dtrain
+before=""
 pythons=()
 repeats=3
 models=lenet5,alexnet-owt,resnet50
@@ -40,6 +45,7 @@ quick=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --dtrain) dtrain=$2; shift 2 ;;
+    --before) before=$2; shift 2 ;;
     --python) pythons+=("$2"); shift 2 ;;
     --repeats) repeats=$2; shift 2 ;;
     --models) models=$2; shift 2 ;;
@@ -52,6 +58,7 @@ while [ $# -gt 0 ]; do
 done
 [ ${#pythons[@]} -eq 0 ] && pythons=(/usr/bin/python3)
 [ -x "$dtrain" ] || { echo "vs_pytorch: $dtrain not found; build it (scripts/build.sh)" >&2; exit 2; }
+[ -z "$before" ] || [ -x "$before" ] || { echo "vs_pytorch: --before $before is not an executable" >&2; exit 2; }
 for py in "${pythons[@]}"; do
   "$py" -c 'import torch, torchvision' 2>/dev/null ||
     { echo "vs_pytorch: $py cannot import torch and torchvision" >&2; exit 2; }
@@ -107,8 +114,10 @@ for c in "${configs[@]}"; do
 done
 
 # One JSON line per run into $results: {"engine", "config", "images_per_s", ...}.
-run_dtrain() {  # model b t precision
-  local model=$1 b=$2 t=$3 p=$4 data interval warm total m=$workdir/dtrain-metrics.jsonl
+run_dtrain() {  # model b t precision [binary engine-label]
+  local model=$1 b=$2 t=$3 p=$4 bin=${5:-$dtrain} engine=${6:-dtrain} data interval warm total m=$workdir/dtrain-metrics.jsonl
+  local prec=(--precision "$p")
+  [ "$engine" = dtrain ] || prec=()  # an older build without --precision: fp32
   if [ "$model" = lenet5 ]; then
     data=$fashion interval=$lenet_interval warm=1 total=$((lenet_interval + lenet_measured))
     norm=(--mean $mean --std $std)
@@ -116,13 +125,13 @@ run_dtrain() {  # model b t precision
     data=$synth interval=1 warm=$big_warmup total=$((big_warmup + big_measured)) norm=()
   fi
   rm -f "$m"
-  OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t "$dtrain" train --model "$model" --train-data "$data" \
-    --test-data "" --minibatch "$b" --threads "$t" --precision "$p" --max-steps "$total" --log-interval "$interval" \
+  OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t "$bin" train --model "$model" --train-data "$data" \
+    --test-data "" --minibatch "$b" --threads "$t" "${prec[@]}" --max-steps "$total" --log-interval "$interval" \
     --momentum 0.9 --lr 0.01 "${norm[@]}" --metrics "$m" --save-params "" >"$workdir/dtrain.log" 2>&1 ||
     { cat "$workdir/dtrain.log" >&2; exit 1; }
-  /usr/bin/python3 - "$m" "$warm" "$b" "$model:$b:$t:$p" >>"$results" <<'EOF'
+  /usr/bin/python3 - "$m" "$warm" "$b" "$model:$b:$t:$p" "$engine" >>"$results" <<'EOF'
 import json, sys
-path, warm, b, config = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+path, warm, b, config, engine = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
 steps = [r for r in map(json.loads, open(path)) if r.get("kind") == "step"]
 prev = steps[warm - 1]["step"] if warm > 0 else 0
 images = seconds = compute = io = 0.0
@@ -130,7 +139,7 @@ for r in steps[warm:]:
     n = r["step"] - prev; prev = r["step"]
     images += n * b; seconds += n * b / r["images_per_s"]
     compute += n * r["t_compute_s"]; io += n * r["t_io_wait_s"]
-print(json.dumps({"engine": "dtrain", "config": config, "images_per_s": images / seconds,
+print(json.dumps({"engine": engine, "config": config, "images_per_s": images / seconds,
                   "compute_images_per_s": images / compute, "io_share": io / seconds}))
 EOF
 }
@@ -152,11 +161,14 @@ for rep in $(seq 1 "$repeats"); do
   for c in "${configs[@]}"; do
     IFS=: read -r model b t p <<<"$c"
     echo "  repeat $rep: $model minibatch $b threads $t $p"
+    run_before() { [ -z "$before" ] || [ "$p" != fp32 ] || run_dtrain "$model" "$b" "$t" "$p" "$before" dtrain-before; }
     if [ $((rep % 2)) = 1 ]; then
       run_dtrain "$model" "$b" "$t" "$p"
+      run_before
       for py in "${pythons[@]}"; do run_torch "$py" "$model" "$b" "$t" "$p"; done
     else
       for py in "${pythons[@]}"; do run_torch "$py" "$model" "$b" "$t" "$p"; done
+      run_before
       run_dtrain "$model" "$b" "$t" "$p"
     fi
   done
@@ -176,7 +188,11 @@ configs = list(dict.fromkeys(r["config"] for r in rows))
 def med(engine, config, key="images_per_s"):
     v = [r[key] for r in rows if r["engine"] == engine and r["config"] == config]
     return statistics.median(v) if v else float("nan")
-head = f"{'config':<34}{'dtrain img/s':>13}{'GFLOP/s':>9}{'%peak':>7}"
+has_before = any(r["engine"] == "dtrain-before" for r in rows)
+head = f"{'config':<34}"
+if has_before:
+    head += f"{'before img/s':>13}"
+head += f"{'dtrain img/s':>13}{'GFLOP/s':>9}{'%peak':>7}"
 for p in peers:
     head += f"{'torch ' + version[p]:>22}{'GFLOP/s':>9}{'ratio':>7}"
 head += f"{'bf16/fp32':>10}{'T_C-only':>10}{'io':>6}"
@@ -186,7 +202,10 @@ for c in configs:
     d = med("dtrain", c)
     train = 3 * fwd[model]  # GFLOP per image
     pk = peak.get((prec, int(t)), float("nan"))
-    line = f"{model + ' mb ' + b + ' threads ' + t + ' ' + prec:<34}{d:>13.1f}{d * train:>9.1f}{100 * d * train / pk:>6.0f}%"
+    line = f"{model + ' mb ' + b + ' threads ' + t + ' ' + prec:<34}"
+    if has_before:
+        line += f"{med('dtrain-before', c):>13.1f}"
+    line += f"{d:>13.1f}{d * train:>9.1f}{100 * d * train / pk:>6.0f}%"
     for p in peers:
         tv = med(p, c)
         line += f"{tv:>22.1f}{tv * train:>9.1f}{d / tv:>7.2f}"
@@ -199,5 +218,5 @@ for (prec, t), v in sorted(peak.items()):
 print("\nimages/s: median over repeats of warm steady-state steps; ratio = dtrain / PyTorch; GFLOP/s = images/s x")
 print("3 x forward GFLOP per image (`dtrain model`); %peak: of the GEMM peak in that precision and thread count;")
 print("bf16/fp32: dtrain's bf16 images/s over its fp32 images/s; T_C-only: minibatch / t_compute_s (dtrain without")
-print("its HDF5 read + normalise); io: that share.")
+print("its HDF5 read + normalise); io: that share." + (" before: the --before build, same run." if has_before else ""))
 EOF

@@ -232,9 +232,10 @@ void Net::plan(int64_t n) {
     dacts_[i] = alloc(shape_n(static_cast<int>(i)), fmt[i]);
     largest = std::max(largest, acts_[i].bytes());
   }
-  for (Edge& e : edges_) {
+  for (size_t k = 0; k < edges_.size(); ++k) {  // no gradient into the input, none through the output's
+    Edge& e = edges_[k];
     e.act = alloc(shape_n(e.from), e.fmt);
-    e.grad = alloc(shape_n(e.from), e.fmt);
+    if (e.from != kInput && static_cast<int>(k) != out_edge_) e.grad = alloc(shape_n(e.from), e.fmt);
     largest = std::max(largest, e.act.bytes());
   }
   largest = std::max(largest, static_cast<size_t>(nodes_[0].shape.per_sample() * n) * sizeof(float));
