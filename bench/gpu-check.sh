@@ -7,10 +7,12 @@
 # there are ≥ 2 GPUs), then the training throughput of
 # alexnet-owt and resnet50 at minibatch 128 and 256 on dtrain (dtrain_gpu_bench) and
 # on PyTorch/torchvision (bench/torch_gpu.py), FP32 and — with --tf32 — TF32 too,
-# printing the ratio dtrain / torch per setting.
+# and — with --bf16 — bf16 mixed precision (dtrain --precision bf16 next to
+# torch.autocast bf16; also one bf16 training run), printing the ratio dtrain /
+# torch per setting.
 #
-#   bench/gpu-check.sh [--tf32] [--build DIR] [--steps S] [--python PY] [--no-torch]
-#                      [--train-steps N]
+#   bench/gpu-check.sh [--tf32] [--bf16] [--build DIR] [--steps S] [--python PY]
+#                      [--no-torch] [--train-steps N]
 #
 # Exit status: non-zero when the build, a [cuda] test or a training run fails
 # (or the tests skipped: no GPU visible). Benchmark lines are printed as they
@@ -19,16 +21,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-build=build-gpu steps=15 warmup=5 tf32=0 py=python3 torch=1 train_steps=300
+build=build-gpu steps=15 warmup=5 tf32=0 bf16=0 py=python3 torch=1 train_steps=300
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --tf32) tf32=1 ;;
+    --bf16) bf16=1 ;;
     --build) build=$2; shift ;;
     --steps) steps=$2; shift ;;
     --python) py=$2; shift ;;
     --no-torch) torch=0 ;;
     --train-steps) train_steps=$2; shift ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "gpu-check.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -44,7 +47,7 @@ echo "== GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format
 echo "== configure + build ($build, -j$jobs)"
 cmake -S . -B "$build" -DDTRAIN_CUDA=ON -DCMAKE_BUILD_TYPE=Release > "$build.configure.log" 2>&1 \
   || { tail -20 "$build.configure.log"; exit 1; }
-cmake --build "$build" -j"$jobs" --target dtrain dtrain_cuda_tests dtrain_gpu_bench 2>&1 | tail -3 \
+cmake --build "$build" -j"$jobs" --target dtrain dtrain_tests dtrain_cuda_tests dtrain_gpu_bench 2>&1 | tail -3 \
   || { echo "gpu-check.sh: build FAILED" >&2; exit 1; }
 echo "   built in $((SECONDS - t0)) s"
 
@@ -53,6 +56,14 @@ ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 set +e
 "$build/tests/dtrain_cuda_tests" --reporter compact
 rc=$?
+if [[ $rc -eq 0 ]]; then  # the backend table: every CUDA kernel (f32, and bf16 where the GPU has it) vs the reference
+  out=$("$build/tests/dtrain_tests" "[backend_ops][cuda]" --reporter compact 2>&1); rc=$?
+  echo "$out" | tail -5
+  if [[ $rc -eq 0 ]] && grep -q DTRAIN_TEST_SKIPPED <<<"$out"; then
+    grep DTRAIN_TEST_SKIPPED <<<"$out" | sed 's/^/   /'
+    grep -q "no CUDA device" <<<"$out" && rc=77
+  fi
+fi
 if [[ $rc -eq 0 && $ngpu -ge 2 ]]; then  # a real node reduction over NCCL
   mpiexec -n 2 --oversubscribe "$build/tests/dtrain_cuda_tests" "[nccl]" --reporter compact; rc=$?
 fi
@@ -97,6 +108,9 @@ train_run() {  # train_run LABEL NP args...
     "$(grep -o 'intra-node reducer [a-z]*' <<<"$out" | head -1)"
 }
 train_run "1 process, 1 GPU" 1
+if [[ $bf16 -eq 1 ]]; then
+  train_run "1 process, 1 GPU, --precision bf16" 1 --precision bf16
+fi
 CUDA_VISIBLE_DEVICES=0 train_run "hybrid: 1 GPU worker + 1 CPU server" 2 --mode hybrid --ps 1
 if [[ $ngpu -ge 2 ]]; then
   train_run "hybrid: 2 GPU workers (NCCL) + 1 CPU server" 3 --mode hybrid --ps 1 --minibatch 64
@@ -110,23 +124,23 @@ if [[ $torch -eq 1 ]] && "$py" -c "import torch, torchvision; assert torch.cuda.
 else
   echo "   (no CUDA PyTorch+torchvision for $py: dtrain only; --python PY to pick one)"
 fi
-modes=(0); [[ $tf32 -eq 1 ]] && modes=(0 1)
+modes=(fp32); [[ $tf32 -eq 1 ]] && modes+=(tf32); [[ $bf16 -eq 1 ]] && modes+=(bf16)
 bench_failed=0
-printf '%-12s %5s %5s %12s %12s %8s\n' model batch tf32 dtrain torch ratio
+printf '%-12s %5s %5s %12s %12s %8s\n' model batch mode dtrain torch ratio
 for m in "${modes[@]}"; do
   for model in alexnet-owt resnet50; do
     for b in 128 256; do
-      flag=(); [[ $m -eq 1 ]] && flag=(--tf32)
+      flag=(); [[ $m != fp32 ]] && flag=(--"$m")  # --tf32 | --bf16, the same switch on both sides
       # A benchmark that fails (e.g. out of GPU memory at resnet50 / 256) gives a FAIL
       # entry for its row, not the end of the script (set -e, pipefail): the next row runs.
       d=$("$build/dtrain_gpu_bench" --model "$model" --minibatch "$b" --steps "$steps" \
             --warmup "$warmup" --quiet-algos "${flag[@]}" | sed -n 's/.*images_per_s \([0-9.]*\).*/\1/p') \
-        || { rc=$?; d=""; echo "   dtrain_gpu_bench $model/$b/tf32=$m FAILED (exit $rc; its message above)" >&2; }
+        || { rc=$?; d=""; echo "   dtrain_gpu_bench $model/$b/$m FAILED (exit $rc; its message above)" >&2; }
       t=-
       if [[ $have_torch -eq 1 ]]; then
         t=$("$py" bench/torch_gpu.py --model "$model" --minibatch "$b" --steps "$steps" \
               --warmup "$warmup" "${flag[@]}" | sed -n 's/.*images_per_s \([0-9.]*\).*/\1/p') \
-          || { rc=$?; t=""; echo "   torch_gpu.py $model/$b/tf32=$m FAILED (exit $rc; its message above)" >&2; }
+          || { rc=$?; t=""; echo "   torch_gpu.py $model/$b/$m FAILED (exit $rc; its message above)" >&2; }
       fi
       [[ -n $d ]] || bench_failed=1
       r=-; [[ $t != - && -n $t && -n $d ]] && r=$(awk -v d="$d" -v t="$t" 'BEGIN{printf "%.2f", d/t}')

@@ -8,10 +8,14 @@
 // comes back to the host, as the trainer logs it), backward, SGD (momentum
 // 0.9). --warmup steps (which include cuDNN's algorithm search) are discarded;
 // then --steps steps are each timed after a device synchronisation.
+// --tf32: TF32 tensor cores in the f32 convolutions and GEMMs; --bf16: the net
+// in bf16 (NetOptions::precision: convolutions and GEMMs on bf16 copies with
+// f32 accumulation, the rest f32; layers/cuda/cuda_backend.hpp), the peer of
+// torch.autocast(dtype=torch.bfloat16) in bench/torch_gpu.py.
 //
 //   dtrain_gpu_bench --model alexnet-owt --minibatch 128 [--steps 20] [--warmup 5]
-//                    [--tf32] [--workspace-mb 1024] [--quiet-algos]
-// prints: dtrain model M minibatch B tf32 0|1 steps S images_per_s X step_s_median Y
+//                    [--tf32 | --bf16] [--workspace-mb 1024] [--quiet-algos]
+// prints: dtrain model M minibatch B tf32 0|1 bf16 0|1 steps S images_per_s X step_s_median Y …
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -33,6 +37,7 @@ int main(int argc, char** argv) {
   int minibatch = 128, steps = 20, warmup = 5;
   CudaOptions co;
   co.workspace_bytes = size_t(1024) << 20;
+  NetOptions no;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -48,18 +53,23 @@ int main(int argc, char** argv) {
     else if (a == "--warmup") warmup = std::stoi(next());
     else if (a == "--workspace-mb") co.workspace_bytes = size_t(std::stoul(next())) << 20;
     else if (a == "--tf32") co.tf32 = true;
+    else if (a == "--bf16") no.precision = DType::bf16;
     else if (a == "--quiet-algos") co.log_algorithms = false;
     else {
       std::fprintf(stderr, "dtrain_gpu_bench: unknown option %s\n", a.c_str());
       return 2;
     }
   }
+  if (co.tf32 && no.precision == DType::bf16) {
+    std::fprintf(stderr, "dtrain_gpu_bench: --tf32 and --bf16 are separate rows; pick one\n");
+    return 2;
+  }
   try {
     auto backend = make_cuda_backend(co);
     ModelOptions mo;
     mo.minibatch = minibatch;
     Net net = make_model(model, mo);
-    net.finalize(*backend, 1);
+    net.finalize(*backend, 1, no);  // bf16 on a GPU without it: a UsageError naming the device
     const Shape in = net.input_shape();
     const int k = static_cast<int>(net.output_shape().c());
     Sgd sgd(*backend, SgdOptions{}, net.param_ranges(), net.num_params());
@@ -99,11 +109,12 @@ int main(int argc, char** argv) {
     for (double t : times) total += t;
     std::sort(times.begin(), times.end());
     const double median = times.empty() ? 0.0 : times[times.size() / 2];
-    std::printf("dtrain model %s minibatch %d tf32 %d steps %d images_per_s %.1f step_s_median %.4f "
-                "workspace_mib %.1f last_loss %.4f\n",
-                model.c_str(), minibatch, co.tf32 ? 1 : 0, steps,
+    std::printf("dtrain model %s minibatch %d tf32 %d bf16 %d steps %d images_per_s %.1f step_s_median %.4f "
+                "workspace_mib %.1f bf16_scratch_mib %.1f last_loss %.4f\n",
+                model.c_str(), minibatch, co.tf32 ? 1 : 0, no.precision == DType::bf16 ? 1 : 0, steps,
                 total > 0 ? double(steps) * minibatch / total : 0.0, median,
-                double(cuda_workspace_bytes(*backend)) / double(1 << 20), loss / minibatch);
+                double(cuda_workspace_bytes(*backend)) / double(1 << 20),
+                double(cuda_bf16_scratch_bytes(*backend)) / double(1 << 20), loss / minibatch);
     return 0;
   } catch (const Error& e) {
     std::fprintf(stderr, "dtrain_gpu_bench: %s\n", e.what());

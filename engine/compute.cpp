@@ -29,7 +29,8 @@ std::unique_ptr<layers::Backend> make_compute_backend(const TrainConfig& cfg, in
 
 size_t workspace_bytes(const layers::Backend& backend) {
 #ifdef DTRAIN_HAVE_CUDA
-  if (backend.name() == std::string("cuda")) return layers::cuda_workspace_bytes(backend);
+  if (backend.name() == std::string("cuda"))
+    return layers::cuda_workspace_bytes(backend) + layers::cuda_bf16_scratch_bytes(backend);
 #endif
   (void)backend;
   return 0;

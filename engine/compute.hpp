@@ -20,8 +20,10 @@ namespace dtrain::engine {
 // it; binding checks are the caller's (comm::check_device_binding).
 std::unique_ptr<layers::Backend> make_compute_backend(const TrainConfig& cfg, int cuda_device, bool log);
 
-// Bytes of convolution workspace the backend holds now (cuDNN's chosen
-// algorithms, within --workspace-mb); 0 on the CPU backends.
+// Bytes of device scratch the backend holds now beside the net's tensors:
+// the convolution workspace (cuDNN's chosen algorithms, within
+// --workspace-mb) and, with --precision bf16 on cuda, the shared buffer of
+// the bf16 activation copies; 0 on the CPU backends.
 size_t workspace_bytes(const layers::Backend& backend);
 
 // What one step (or one evaluation batch) feeds the net, in the backend's

@@ -131,7 +131,7 @@ struct Options {
       ("reference-kernels", def(&c.reference_kernels), "use the plain-loop reference kernels (slow; for debugging; device cpu or cpu-staged)")
       ("workspace-mb", def(&c.workspace_mb), "cuda: cuDNN workspace budget per convolution layer, MiB (the fastest algorithm that fits is chosen)")
       ("tf32", def(&c.tf32), "cuda: allow TF32 tensor cores in convolutions and GEMMs (true | false)")
-      ("precision", def(&precision), "fp32 | bf16: bf16 activations and weight copies in the convolutions and GEMMs, with fp32 master weights, gradients, optimizer state, batch-norm statistics and loss (mixed precision; cpu: a CPU with AVX512-BF16 or AMX)")
+      ("precision", def(&precision), "fp32 | bf16: bf16 activations and weight copies in the convolutions and GEMMs, with fp32 master weights, gradients, optimizer state, batch-norm statistics and loss (mixed precision; cpu: a CPU with AVX512-BF16 or AMX; cuda: compute capability 8.0 or later, activations stay fp32 between layers)")
       ("threads", def(&c.threads), "compute threads per rank (0: under Slurm the task's CPUs less the loader threads, else cores / ranks)")
       ("minibatch", def(&c.minibatch), "images per worker per step")
       ("eval-minibatch", def(&c.eval_minibatch), "images per evaluation batch (0: minibatch)")

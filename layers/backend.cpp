@@ -37,7 +37,8 @@ void require_plain_exec(const KernelExec& e, const std::string& backend, const c
 
 std::string Backend::precision_unsupported(DType t) const {
   if (t == DType::f32) return "";
-  return "the " + name() + " backend computes in fp32 only (bf16 needs the cpu backend on a CPU with AVX512-BF16)";
+  return "the " + name() + " backend computes in fp32 only (bf16 needs the cpu backend on a CPU with AVX512-BF16, "
+         "or the cuda backend on a GPU of compute capability 8.0 or later)";
 }
 
 void Backend::sgd_update_segments(float* param, const float* grad, float* mom, const SgdSegment* segs,

@@ -2,7 +2,7 @@
 # exits 77 without a GPU; SKIP_RETURN_CODE 77 makes ctest list it as skipped.
 # The CUDA kernels against the reference are the backend table of dtrain_tests
 # ("backend ops: cuda …", skipped there without a GPU).
-add_executable(dtrain_cuda_tests cuda_main.cpp test_cuda.cpp test_cuda_net.cpp test_cuda_train.cpp)
+add_executable(dtrain_cuda_tests cuda_main.cpp test_cuda.cpp test_cuda_bf16.cpp test_cuda_net.cpp test_cuda_train.cpp)
 target_include_directories(dtrain_cuda_tests PRIVATE ${CMAKE_SOURCE_DIR})
 target_link_libraries(dtrain_cuda_tests PRIVATE dtrain_engine Catch2::Catch2 MPI::MPI_CXX)
 target_compile_options(dtrain_cuda_tests PRIVATE ${DTRAIN_WARNINGS})

@@ -118,6 +118,13 @@ class ExecBackend final : public Backend {
   }
   Device device() const override { return k_->device(); }
   std::shared_ptr<float> allocate(size_t count) override { return k_->allocate(count); }
+  // The inner backend's memory model (a device backend's pointers are not host memory).
+  void upload(const void* h, void* d, size_t bytes) override { k_->upload(h, d, bytes); }
+  void download(const void* d, void* h, size_t bytes) override { k_->download(d, h, bytes); }
+  void synchronize() override { k_->synchronize(); }
+  bool discrete_memory() const override { return k_->discrete_memory(); }
+  void* host_alloc(size_t bytes) override { return k_->host_alloc(bytes); }
+  void host_free(void* p) override { k_->host_free(p); }
   void copy(const float* s, float* d, size_t n) override { k_->copy(s, d, n); }
   void fill(float* d, size_t n, float v) override { k_->fill(d, n, v); }
 

@@ -4,8 +4,9 @@
 // f32 NCHW into the formats the kernel reports and its outputs back (with the
 // inner backend's convert()). So the one table of backend ops
 // (backend_ops.hpp) checks every kernel in its blocked and bf16 forms against
-// the reference. Elementwise functions, softmax and SGD are the inner
-// backend's, untouched; capabilities are none (a Net on it plans plain f32).
+// the reference. Elementwise functions, softmax, SGD and the memory model
+// (upload, download, synchronize: a device backend works behind it) are the
+// inner backend's, untouched; capabilities are none (a Net on it plans plain f32).
 #pragma once
 
 #include <memory>

@@ -43,9 +43,9 @@ void check_conv_report(const ConvDesc& d, bool want_dx) {
 }
 
 TEST_CASE("cuda: convolution algorithm report (one choice per pass, within the budget)", "[cuda]") {
-  SECTION("3x3 pad 1") { check_conv_report({3, 5, 7, 7, 4, 3, 3, 1, 1, 1, 1, 1, true}, true); }
+  SECTION("3x3 pad 1") { check_conv_report({3, 5, 7, 7, 4, 3, 3, 1, 1, 1, 1, 1, true, {}}, true); }
   SECTION("11x11 stride 4 pad 2, first layer (no dx)") {
-    check_conv_report({2, 3, 31, 31, 8, 11, 11, 4, 4, 2, 2, 1, true}, false);
+    check_conv_report({2, 3, 31, 31, 8, 11, 11, 4, 4, 2, 2, 1, true, {}}, false);
   }
 }
 
@@ -53,7 +53,7 @@ TEST_CASE("cuda: a zero workspace budget keeps algorithms that need none", "[cud
   CudaOptions o = quiet_options();
   o.workspace_bytes = 0;
   Both b(o);
-  ConvDesc d{2, 8, 12, 12, 8, 3, 3, 1, 1, 1, 1, 1, true};
+  ConvDesc d{2, 8, 12, 12, 8, 3, 3, 1, 1, 1, 1, 1, true, {}};
   auto k = b.gpu->conv(d);
   const size_t xn = size_t(d.n) * d.c * d.h * d.w, wn = size_t(d.k) * d.c * 9;
   std::mt19937 rng(6);

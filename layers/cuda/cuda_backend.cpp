@@ -1,8 +1,9 @@
 // layers/cuda/cuda_backend.cpp — the CUDA Backend: device storage, host ↔
 // device transfers, the elementwise functions (custom kernels,
-// cuda_kernels.cu), softmax cross-entropy with its loss reduction, SGD; the
-// shared context (cuDNN and cuBLAS handles, the conv workspace, the
-// convolution reports) and the device helpers of cuda_backend.hpp.
+// cuda_kernels.cu), softmax cross-entropy with its loss reduction, SGD, what
+// the Net may ask of its kernels (f32 NCHW; bf16 from compute capability 8.0);
+// the shared context (cuDNN and cuBLAS handles, the conv workspace, the bf16
+// scratch, the convolution reports) and the device helpers of cuda_backend.hpp.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -49,8 +50,29 @@ size_t ConvLayerReport::workspace_bytes() const {
 
 namespace cuda {
 
+namespace {
+
+// Grows the device buffer *p (*size bytes) to at least `bytes`. Work queued
+// earlier may still use the old buffer: wait for it before freeing.
+void grow(void** p, size_t* size, size_t bytes) {
+  if (bytes <= *size) return;
+  DT_CHECK_CUDA(cudaDeviceSynchronize());
+  if (*p != nullptr) DT_CHECK_CUDA(cudaFree(*p));
+  *p = nullptr;
+  *size = 0;
+  DT_CHECK_CUDA(cudaMalloc(p, bytes));
+  *size = bytes;
+}
+
+}  // namespace
+
 Context::Context(const CudaOptions& o) : opt_(o) {
   activate();
+  cudaDeviceProp prop{};
+  DT_CHECK_CUDA(cudaGetDeviceProperties(&prop, o.device));
+  device_name_ = prop.name;
+  cc_major_ = prop.major;
+  cc_minor_ = prop.minor;
   DT_CHECK_CUDNN(cudnnCreate(&cudnn_));
   DT_CHECK_CUBLAS(cublasCreate(&cublas_));
   DT_CHECK_CUDNN(cudnnSetStream(cudnn_, nullptr));
@@ -60,6 +82,7 @@ Context::Context(const CudaOptions& o) : opt_(o) {
 }
 
 Context::~Context() {
+  if (scratch_ != nullptr) cudaFree(scratch_);
   if (ws_ != nullptr) cudaFree(ws_);
   if (cublas_ != nullptr) cublasDestroy(cublas_);
   if (cudnn_ != nullptr) cudnnDestroy(cudnn_);
@@ -68,14 +91,24 @@ Context::~Context() {
 void Context::activate() const { DT_CHECK_CUDA(cudaSetDevice(opt_.device)); }
 
 void* Context::workspace(size_t bytes) {
-  if (bytes <= ws_size_) return ws_;
-  DT_CHECK_CUDA(cudaDeviceSynchronize());  // layers queued earlier may still use the old one
-  if (ws_ != nullptr) DT_CHECK_CUDA(cudaFree(ws_));
-  ws_ = nullptr;
-  ws_size_ = 0;
-  DT_CHECK_CUDA(cudaMalloc(&ws_, bytes));
-  ws_size_ = bytes;
+  grow(&ws_, &ws_size_, bytes);
   return ws_;
+}
+
+Context::Bf16Parts Context::bf16_scratch(std::initializer_list<size_t> counts) {
+  DT_CHECK(counts.size() <= 4, "bf16_scratch: at most 4 parts, asked for ", counts.size());
+  auto aligned = [](size_t count) { return (count * sizeof(uint16_t) + 255) / 256 * 256; };
+  size_t total = 0;
+  for (size_t c : counts) total += aligned(c);
+  grow(&scratch_, &scratch_size_, total);
+  Bf16Parts parts;
+  size_t at = 0, i = 0;
+  for (size_t c : counts) {
+    if (c > 0) parts.p[i] = reinterpret_cast<uint16_t*>(static_cast<char*>(scratch_) + at);
+    at += aligned(c);
+    ++i;
+  }
+  return parts;
 }
 
 size_t Context::add_report(const ConvLayerReport& r) {
@@ -106,9 +139,17 @@ std::shared_ptr<float> device_alloc(size_t bytes) {
   return std::shared_ptr<float>(static_cast<float*>(p), [](float* q) { cudaFree(q); });
 }
 
-TensorDesc::TensorDesc(int n, int c, int h, int w) {
+Bf16Weights::Bf16Weights(size_t count) : count_(count), store_(device_alloc(count * sizeof(uint16_t))) {}
+
+const uint16_t* Bf16Weights::cast(const float* w) {
+  to_bf16(w, reinterpret_cast<uint16_t*>(store_.get()), count_);
+  of_ = w;
+  return data();
+}
+
+TensorDesc::TensorDesc(int n, int c, int h, int w, cudnnDataType_t t) {
   DT_CHECK_CUDNN(cudnnCreateTensorDescriptor(&d));
-  DT_CHECK_CUDNN(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, c, h, w));
+  DT_CHECK_CUDNN(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, t, n, c, h, w));
 }
 
 TensorDesc::~TensorDesc() {
@@ -174,13 +215,39 @@ class CudaBackend final : public Backend {
 
   void fill(float* dst, size_t count, float value) override { cuda::fill(dst, count, value); }
 
-  std::unique_ptr<ConvKernel> conv(const ConvDesc& d) override { return make_conv(ctx_, d); }
-  std::unique_ptr<PoolKernel> pool(const PoolDesc& d) override { return make_pool(ctx_, d); }
-  std::unique_ptr<LrnKernel> lrn(const LrnDesc& d) override { return make_lrn(ctx_, d); }
+  // bf16 (mixed precision): the convolutions and GEMMs compute on bf16 copies
+  // of their inputs with f32 accumulation (cuda_backend.hpp); it needs bf16
+  // tensor cores.
+  std::string precision_unsupported(DType t) const override {
+    if (t == DType::f32 || ctx_->cc_major() >= 8) return "";
+    return detail::concat("bf16 on the cuda backend needs bf16 tensor cores (compute capability 8.0 or later: "
+                          "A100, H100 and newer); device ", ctx_->options().device, " (", ctx_->device_name(),
+                          ") has compute capability ", ctx_->cc_major(), ".", ctx_->cc_minor(),
+                          " (use --precision fp32)");
+  }
+
+  // Every kernel reads and writes f32 NCHW (blocked_formats() and fuses_relu()
+  // stay false, so a Net never asks for more); exec.precision is the compute
+  // type of conv and linear, and pooling, LRN and batch norm compute in f32
+  // whatever it says.
+  std::unique_ptr<ConvKernel> conv(const ConvDesc& d) override {
+    check_exec(d.exec, "conv");
+    return make_conv(ctx_, d);
+  }
+  std::unique_ptr<PoolKernel> pool(const PoolDesc& d) override {
+    check_exec(d.exec, "pool");
+    return make_pool(ctx_, d);
+  }
+  std::unique_ptr<LrnKernel> lrn(const LrnDesc& d) override {
+    check_exec(d.exec, "lrn");
+    return make_lrn(ctx_, d);
+  }
   std::unique_ptr<BatchNormKernel> batch_norm(const BatchNormDesc& d) override {
+    check_exec(d.exec, "batch_norm");
     return make_batch_norm(ctx_, d);
   }
   std::unique_ptr<LinearKernel> linear(const LinearDesc& d) override {
+    check_exec(d.exec, "linear");
     return make_linear(ctx_, d);
   }
 
@@ -254,6 +321,14 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  void check_exec(const KernelExec& e, const char* kernel) const {
+    DT_CHECK(!e.any_format && !e.relu && e.src.is_plain_f32(), "the cuda backend's ", kernel,
+             " kernel reads and writes f32 nchw without a fused ReLU; asked for ",
+             e.any_format ? "any format" : e.src.str().c_str(), e.relu ? " with a ReLU" : "");
+    const std::string why = precision_unsupported(e.precision);
+    DT_CHECK(why.empty(), "the cuda backend's ", kernel, " kernel: ", why);
+  }
+
   ContextPtr ctx_;
   std::shared_ptr<float> xent_;  // per-sample loss (double), hit (int32), bad-label flag
   size_t xent_bytes_ = 0;
@@ -283,6 +358,10 @@ std::vector<ConvLayerReport> cuda_conv_report(const Backend& backend) {
 
 size_t cuda_workspace_bytes(const Backend& backend) {
   return cuda::as_cuda(backend).context()->workspace_size();
+}
+
+size_t cuda_bf16_scratch_bytes(const Backend& backend) {
+  return cuda::as_cuda(backend).context()->bf16_scratch_size();
 }
 
 }  // namespace dtrain::layers

@@ -18,6 +18,35 @@
 // workspace fits CudaOptions::workspace_bytes. The choices are logged (one line
 // per pass) and kept in conv_report(). One workspace buffer, as large as the
 // largest chosen algorithm needs, is shared by all layers.
+//
+// Precision (--precision, NetOptions::precision → KernelExec::precision):
+// fp32 everywhere by default (TF32 tensor cores only with CudaOptions::tf32).
+// With bf16, the convolutions and the linear layers compute on bf16 copies
+// with f32 accumulation; everything else stays as in fp32:
+//   - activations between layers stay float32 plain NCHW: every kernel
+//     reports f32 nchw formats, blocked_formats() and fuses_relu() are false
+//     (unlike the cpu backend, whose bf16 activations flow between layers);
+//   - convolution: per call x (and dy) are cast to bf16 device scratch and the
+//     f32 weights to a bf16 copy (kept per kernel: backward reuses forward's
+//     copy for the same pointer); cuDNN runs forward, backward-data and
+//     backward-filter with BFLOAT16 tensor and filter descriptors, an f32
+//     compute type and tensor-op math, its algorithm search on those bf16
+//     descriptors; y, dx, dw come back in bf16 and are widened into the f32
+//     buffers (so each is rounded once, relative 2^-9); bias and db in f32;
+//   - linear: x, W (and dy) cast to bf16, cublasGemmEx with bf16 inputs, f32
+//     output and CUBLAS_COMPUTE_32F: y, dx, dW written in f32 directly;
+//   - batch norm, pooling, LRN, elementwise ops, softmax cross-entropy and SGD
+//     compute in f32 as in fp32 mode; parameters, gradients, optimizer state,
+//     batch-norm statistics and the loss are f32 (mixed precision).
+// The casts cost one pass over x, dy and w per call; the bf16 activation
+// copies live in one scratch buffer shared by all kernels, as large as the
+// largest layer needs (cuda_bf16_scratch_bytes). precision_unsupported(bf16)
+// is "" on devices of compute capability ≥ 8.0 (bf16 tensor cores), else a
+// sentence naming the device and its capability, which Net::finalize turns
+// into a UsageError naming option 'precision'.
+// Status: compiled and linked, never run — no GPU was available where it was
+// written; the [cuda] tests of it (tests/test_cuda_bf16.cpp, the table's
+// "backend ops: cuda kernels in bf16") have not run either.
 #pragma once
 
 #include <cstddef>
@@ -32,7 +61,7 @@ namespace dtrain::layers {
 struct CudaOptions {
   int device = 0;                         // CUDA device index (see cuda_device_for_local_rank)
   size_t workspace_bytes = size_t(256) << 20;  // conv workspace budget (--workspace-mb · 2^20)
-  bool tf32 = false;            // allow TF32 tensor cores in conv and GEMM (FP32 otherwise)
+  bool tf32 = false;            // allow TF32 tensor cores in f32 conv and GEMM (FP32 otherwise)
   bool log_algorithms = true;   // one log line per conv pass with the chosen algorithm
 };
 
@@ -73,5 +102,7 @@ struct ConvLayerReport {
 std::vector<ConvLayerReport> cuda_conv_report(const Backend& backend);
 // Bytes of the shared workspace buffer now allocated (≤ the budget).
 size_t cuda_workspace_bytes(const Backend& backend);
+// Bytes of the shared bf16 scratch now allocated (0 unless bf16 kernels ran).
+size_t cuda_bf16_scratch_bytes(const Backend& backend);
 
 }  // namespace dtrain::layers

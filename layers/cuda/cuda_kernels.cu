@@ -1,5 +1,6 @@
 // layers/cuda/cuda_kernels.cu — the CUDA backend's custom kernels: elementwise
-// ops, dropout, softmax cross-entropy, SGD, linear bias, LRN. Each mirrors the
+// ops, dropout, softmax cross-entropy, SGD, linear bias, LRN, the bf16 casts of
+// the mixed-precision convolutions and GEMMs. Each mirrors the
 // plain-loop reference (layers/cpu/reference*.cpp) formula for formula; sums
 // that the reference takes in double are taken in double here too.
 //
@@ -173,6 +174,22 @@ __global__ void k_lrn_bwd(const float* x, const float* dy, float* dx, int n, int
   }
 }
 
+// layers::to_bf16 bit for bit: add 0x7fff plus the lowest kept bit, truncate
+// (round to nearest even; overflow rounds to ±inf as it should); a NaN keeps
+// its top bits and is made quiet so that truncation cannot turn it into inf.
+__device__ uint16_t bf16_bits(float x) {
+  uint32_t u = __float_as_uint(x);
+  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu) != 0) return uint16_t((u >> 16) | 0x0040u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return uint16_t(u >> 16);
+}
+__global__ void k_to_bf16(const float* x, uint16_t* y, size_t count) {
+  DT_GRID_LOOP(i, count) y[i] = bf16_bits(x[i]);
+}
+__global__ void k_from_bf16(const uint16_t* x, float* y, size_t count) {
+  DT_GRID_LOOP(i, count) y[i] = __uint_as_float(uint32_t(x[i]) << 16);
+}
+
 }  // namespace
 
 void fill(float* dst, size_t count, float value) {
@@ -252,6 +269,16 @@ void lrn_backward(const float* x, const float* dy, float* dx, int n, int c, int 
   const size_t count = size_t(n) * c * hw;
   if (count == 0) return;
   k_lrn_bwd<<<blocks_for(count), kThreads>>>(x, dy, dx, n, c, hw, size, alpha, beta, k);
+  check_launch();
+}
+void to_bf16(const float* x, uint16_t* y, size_t count) {
+  if (count == 0) return;
+  k_to_bf16<<<blocks_for(count), kThreads>>>(x, y, count);
+  check_launch();
+}
+void from_bf16(const uint16_t* x, float* y, size_t count) {
+  if (count == 0) return;
+  k_from_bf16<<<blocks_for(count), kThreads>>>(x, y, count);
   check_launch();
 }
 

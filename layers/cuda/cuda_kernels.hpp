@@ -44,4 +44,11 @@ void lrn_forward(const float* x, float* y, int n, int c, int hw, int size, float
 void lrn_backward(const float* x, const float* dy, float* dx, int n, int c, int hw, int size,
                   float alpha, float beta, float k);
 
+// float32 ↔ bfloat16 (bf16 elements as their uint16_t bit patterns, device
+// memory): to_bf16 rounds to nearest, ties to even, a NaN stays a quiet NaN —
+// the bit arithmetic of layers::to_bf16 (format.cpp), so host and device
+// round identically; from_bf16 widens exactly. x, y: [count].
+void to_bf16(const float* x, uint16_t* y, size_t count);
+void from_bf16(const uint16_t* x, float* y, size_t count);
+
 }  // namespace dtrain::layers::cuda

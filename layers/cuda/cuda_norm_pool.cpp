@@ -20,8 +20,6 @@
 namespace dtrain::layers::cuda {
 namespace {
 
-const float kOne = 1.0f, kZero = 0.0f;
-
 class CudaPool final : public PoolKernel {
  public:
   CudaPool(ContextPtr ctx, const PoolDesc& d)
