@@ -86,14 +86,13 @@ enum class Ev { send, member_grad, param };
 constexpr double kPollS = 200e-6;
 }  // namespace
 
-void Exchange::Impl::run_step_ps() {
+void Exchange::Impl::run_step_ps(int64_t st) {
   const bool hybrid = opts.mode == Mode::hybrid;
   const bool sender = !hybrid || topo.is_leader();  // talks to the servers
   const bool red_dev = hybrid && reducer_on_device();
   const int members = hybrid && sender && !red_dev ? topo.local_size() - 1 : 0;
   const auto& slices = map.slices();
   const size_t ns = slices.size();
-  const int64_t st = channel.step();
   using TK = timeline::Kind;
   timeline::Buffer* tl = opts.timeline ? opts.timeline->for_step(st) : nullptr;
   trace.reset(tl, st);
