@@ -36,17 +36,11 @@ void add_in_order(float* __restrict d, const float* __restrict s, size_t n, bool
 }  // namespace
 
 RecursiveDoubling::RecursiveDoubling(MPI_Comm comm, size_t max_chunk, size_t piece)
-    : piece_(std::max<size_t>(1, std::min(clamp_chunk(max_chunk), piece))) {
-  DT_CHECK_MPI(MPI_Comm_dup(comm, &comm_));
-  DT_CHECK_MPI(MPI_Comm_rank(comm_, &rank_));
-  DT_CHECK_MPI(MPI_Comm_size(comm_, &size_));
-}
-
-RecursiveDoubling::~RecursiveDoubling() {
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
-}
+    : dup_(duplicate(comm)),
+      comm_(dup_.get()),
+      rank_(dup_.rank()),
+      size_(dup_.size()),
+      piece_(std::max<size_t>(1, std::min(clamp_chunk(max_chunk), piece))) {}
 
 void RecursiveDoubling::allreduce(float* x, size_t count) {
   const int n = size_;

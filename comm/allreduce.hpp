@@ -32,6 +32,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "comm/discovery.hpp"
 #include "comm/ring_allreduce.hpp"
 
 namespace dtrain::comm::detail {
@@ -68,9 +69,6 @@ class RecursiveDoubling {
   // most min(piece, max_chunk) floats, nearly equal, so that small ones stay
   // below the transport's eager limit (kLatencyPieceFloats).
   RecursiveDoubling(MPI_Comm comm, size_t max_chunk, size_t piece = kLatencyPieceFloats);
-  ~RecursiveDoubling();
-  RecursiveDoubling(const RecursiveDoubling&) = delete;
-  RecursiveDoubling& operator=(const RecursiveDoubling&) = delete;
   void allreduce(float* x, size_t count);  // collective; scratch grows to the largest count
 
  private:
@@ -79,8 +77,9 @@ class RecursiveDoubling {
   void recv(float* x, size_t count, int peer, int tag);
   void exchange(float* x, size_t count, int peer, int tag, bool send_too, bool x_first);
 
-  MPI_Comm comm_ = MPI_COMM_NULL;
-  int rank_ = 0, size_ = 1;
+  Comm dup_;  // this protocol's duplicate of the communicator
+  const MPI_Comm comm_;
+  const int rank_, size_;
   size_t piece_;
   std::vector<float> tmp_;
   std::vector<size_t> bounds_;  // the pieces of the current transfer

@@ -18,6 +18,9 @@ inline int world_size() {
   MPI_Comm_size(MPI_COMM_WORLD, &s);
   return s;
 }
+inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
 // Collective over the world: v holds on every rank.
 inline bool all_ranks(bool v) {
   int in = v ? 1 : 0, out = 0;

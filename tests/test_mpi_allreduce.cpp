@@ -28,6 +28,7 @@
 using namespace dtrain::comm;
 using dtrain::test::all_ranks;
 using dtrain::test::same_on_all_ranks;
+using dtrain::test::same_bits;
 using dtrain::test::world_rank;
 using dtrain::test::world_size;
 
@@ -166,9 +167,6 @@ std::vector<float> by_buckets(size_t arena, size_t bucket_bytes, size_t latency_
   return g;
 }
 
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
 
 }  // namespace
 

@@ -29,6 +29,7 @@
 using namespace dtrain::comm;
 
 namespace {
+using dtrain::test::same_bits;
 using dtrain::test::world_rank;
 using dtrain::test::world_size;
 
@@ -43,9 +44,6 @@ bool all_ranks(bool v) {
   return out == 1;
 }
 
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
 
 }  // namespace
 
