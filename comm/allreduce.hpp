@@ -1,6 +1,8 @@
 // comm/allreduce.hpp — the workers' deterministic allreduce (sum of a float
 // range over a communicator, in place), its algorithm picked by message size
-// as NCCL and MPI libraries pick theirs (internal to comm/):
+// as NCCL and MPI libraries pick theirs (internal to comm/, but for
+// time_allreduce_algorithms at the end, which `dtrain bench comm
+// --algorithms` prints):
 //
 //   recursive doubling   count·4 ≤ latency_max_bytes(n): ⌈log2 n⌉ exchanges of
 //                        the whole range (+ 2 when n is not a power of two),
@@ -15,16 +17,21 @@
 // picks the same algorithm for the same call. Sums of one range by the two
 // algorithms agree to rounding.
 //
-// The crossover (latency_max_bytes, bytes per call): measured on this
-// project's 2-core development VM, OpenMPI 4.1.4 over shared memory (vader,
-// CMA single copy), median of 200 calls per size, recursive doubling against
-// the ring at 4 KiB … 4 MiB (bench/README.md, "Exchange", has the table):
-//   n = 2:  recursive doubling is as fast or faster up to 1 MiB   → 1 MiB
-//   n = 3:  … up to 64 KiB                                       → 64 KiB
-//   n ≥ 4:  … up to 64 KiB (n = 4 and 5, oversubscribed)          → 64 KiB
-// On a real network the latency term is larger and the bandwidth term the
-// same, so these are conservative (NCCL and OpenMPI switch from their latency
-// algorithms at 64–256 KiB on InfiniBand).
+// The crossover (latency_max_bytes, bytes per call), measured with
+// `mpirun -np N build/dtrain bench comm --algorithms` (N = 2 --bind-to core;
+// 3, 4, 5 --oversubscribe) on this project's 2-core development VM, Open MPI
+// 4.1.4 over shared memory (vader, CMA single copy), the algorithms
+// interleaved call by call, medians of 100–200 calls, idle machine
+// (bench/README.md, "Exchange", has the tables). Recursive doubling was
+// faster in every run up to 64 KiB (at 64 KiB, µs, recursive doubling / ring:
+// n = 2  10.7–12.1 / 13.0–13.4, n = 3  36–44 / 51–56, n = 4  49–74 / 74–102,
+// n = 5  85–151 / 129–172); at 128 KiB neither won consistently (within 5%
+// in 8 of 11 runs), and from 256 KiB the ring won in all runs but one (n = 2:
+// 2 stages of half the bucket, pipelined):  n = 2 … 5 → 64 KiB.
+// Not measured above 5 ranks; on a network the per-message latency is larger,
+// which moves the crossover up (NCCL and Open MPI switch from their latency
+// algorithms at tens to hundreds of KiB on InfiniBand): re-measure on a
+// cluster with `--algorithms` before changing the table.
 #pragma once
 
 #include <mpi.h>
@@ -106,3 +113,17 @@ class Allreduce {
 };
 
 }  // namespace dtrain::comm::detail
+
+namespace dtrain::comm {
+
+// MPI_Allreduce, recursive doubling and the ring on `c`, interleaved call by
+// call (one warm-up round, then `iters` rounds): the median seconds of one
+// in-place sum of `count` floats, each call timed on the slowest rank.
+// Collective over `c`; the same figures on every rank.
+struct AllreduceTimes {
+  double mpi = 0, recursive_doubling = 0, ring = 0;
+  bool picks_recursive_doubling = false;  // the table's choice for this count on c
+};
+AllreduceTimes time_allreduce_algorithms(MPI_Comm c, size_t count, int iters);
+
+}  // namespace dtrain::comm
