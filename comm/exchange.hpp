@@ -135,7 +135,8 @@ enum class ServeEnd {
 
 struct StepTimes {
   double exposed_s = 0;  // time finish_step blocked: communication not hidden
-  double busy_s = 0;     // from the step's first grads_ready to the end of finish_step (≥ exposed_s)
+  double busy_s = 0;     // from the step's first grads_ready to the end of finish_step (≥ exposed_s;
+                         // = exposed_s for an inline step, which works only inside finish_step)
   // ps/hybrid, on the senders (every ps worker, the hybrid node leaders); false elsewhere:
   bool skipped = false;         // the servers found a non-finite summed gradient and skipped the update
   bool peer_signalled = false;  // a server reported a stop request (ServeHooks::signalled)

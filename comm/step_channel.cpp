@@ -49,7 +49,7 @@ void StepChannel::ready(size_t begin, size_t end) {
     auto next = pending_.upper_bound(begin);  // first pending range ending after begin
     DT_CHECK(end <= lo_ && (next == pending_.end() || next->second >= end), "grads_ready [", begin, ", ", end,
              ") overlaps a range already reported this step");
-    if (!any_ready_) {
+    if (!any_ready_ && !run_here_) {  // an inline step is busy only inside finish
       any_ready_ = true;
       first_ready_ = Clock::now();
     }
@@ -112,7 +112,8 @@ StepTimes StepChannel::finish(float* params, float* grads, const std::function<v
   // The exchange's whole span, one definition for every mode: from the first
   // gradients handed over to the end of this call. finish_step follows the
   // first grads_ready, so busy_s ≥ exposed_s and 1 − exposed/busy is the
-  // fraction hidden under backward.
+  // fraction hidden under backward. An inline step works only in here:
+  // busy_s = exposed_s, nothing hidden.
   t.busy_s = any_ready_ ? std::chrono::duration<double>(t1 - first_ready_).count() : t.exposed_s;
   if (error_) {
     broken_ = true;
