@@ -10,9 +10,11 @@
 //   busbw (ps, hybrid) = algbw · 2         (each sender pushes S and pulls S)
 //   ping-pong bandwidth B_pp = S / (round trip / 2)
 //   ratio = t(MPI_Allreduce) / t(dtrain allreduce)   (> 1: dtrain faster)
-//   ps % of pp = (2·S / B_pp) / t(ps): the ps step (push S, pull S) against
-//                two one-way transfers at the ping-pong bandwidth (100%: the
-//                server's work is hidden)
+//   ps % of pp = (2·S·W / (N_ps·B_pp)) / t(ps): the ps step against what a
+//                server must move, W senders' S/N_ps in and out, at the
+//                ping-pong bandwidth (DESIGN.md §4's 2·G·P / (N_ps·B_ps); with
+//                2 ranks, 1 worker + 1 server: two one-way transfers of S;
+//                100%: the server's work is hidden)
 //
 // `--algorithms`: the data behind comm/allreduce.hpp's crossover table — per
 // size (×2 steps from --min-kb to --max-mb), MPI_Allreduce, recursive doubling
@@ -212,7 +214,8 @@ int cmd_bench_comm(const std::vector<std::string>& args) {
       double busbw = bytes / t_ar * 2 * (n - 1) / n / 1e9;
       double pp = bytes / t_pp / 1e9;
       const std::string label = size_label(bytes);
-      const double ps_pct = with_ps ? 100 * 2 * t_pp / t_ps : 0;  // (2·S / B_pp) / t_ps
+      const double per_server = with_ps ? static_cast<double>(servers->num_workers()) / servers->num_servers() : 0;
+      const double ps_pct = with_ps ? 100 * 2 * t_pp * per_server / t_ps : 0;  // (2·S·W / (N_ps·B_pp)) / t_ps
       std::printf("%10s %12.3f %12.3f %10.2f %12.2f %12.2f %8.2f %10.3f %8.0f %10.3f\n", label.c_str(), 1e3 * t_mpi,
                   1e3 * t_ar, t_mpi / t_ar, busbw, pp, busbw / pp, 1e3 * t_ps, ps_pct, 1e3 * t_hy);
       std::fflush(stdout);
@@ -221,7 +224,8 @@ int cmd_bench_comm(const std::vector<std::string>& args) {
   if (rank == 0)
     std::printf("ratio = MPI_Allreduce time / dtrain allreduce time (> 1: dtrain faster); busbw = size/t · 2(n−1)/n;\n"
                 "pingpong = size / one-way time between ranks 0 and 1; ps/hybrid: one push+pull step of the whole message;\n"
-                "ps %%pp = 2 · one-way ping-pong time / ps time (100: push + pull at the ping-pong bandwidth)\n");
+                "ps %%pp = 2 · one-way ping-pong time · workers / servers / ps time (100: every server's pushes and\n"
+                "pulls at the ping-pong bandwidth; 1 worker + 1 server: push + pull of the message)\n");
   return kExitOk;
 }
 
