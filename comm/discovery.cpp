@@ -38,6 +38,12 @@ int Comm::size() const {
   return s;
 }
 
+Comm duplicate(MPI_Comm c) {
+  MPI_Comm d = MPI_COMM_NULL;
+  DT_CHECK_MPI(MPI_Comm_dup(c, &d));
+  return Comm(d);
+}
+
 Comm split_host(MPI_Comm c) {
   MPI_Comm host = MPI_COMM_NULL;
   DT_CHECK_MPI(MPI_Comm_split_type(c, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host));

@@ -34,6 +34,9 @@ class Comm {
   MPI_Comm c_ = MPI_COMM_NULL;
 };
 
+// A duplicate of `c` (collective over `c`): a protocol's own message space.
+Comm duplicate(MPI_Comm c);
+
 // The ranks of `c` that share this rank's host (shared-memory domain),
 // ordered as in `c`. Collective over `c`. Throws Error on an MPI failure.
 Comm split_host(MPI_Comm c);

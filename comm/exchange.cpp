@@ -11,13 +11,19 @@
 //   reducer on the device (a device arena on one node: NCCL, or MPI on
 //   cpu-staged memory):  reducer.allreduce(g[bucket])
 //   otherwise:           h = staging.grads(g[bucket]) (a host arena: g itself);
-//                        ring allreduce of h over all workers (ring_allreduce.cpp);
+//                        allreduce of h over all workers (allreduce.hpp:
+//                        recursive doubling for small buckets, else the ring);
 //                        staging.put_grads(h → g[bucket])
+// Who runs it: the communication thread, or — a host arena of at most
+// max(B, inline_step_bytes), or one worker alone — the caller inside
+// finish_step (step_inline()), the same code either way. Every worker takes
+// the same decision: it depends on (arena, options, workers) only.
 // Determinism: the grid is a function of (arena, B) only, never of timing or
 // of how grads_ready cut the ranges, so every worker runs the same sequence of
-// collectives with the same counts; the ring's sum order is fixed, and a
-// one-node MPI reducer runs that same ring, so the sums are bitwise
-// reproducible and a device arena staged through the host gives the host bits.
+// collectives with the same counts; each count's algorithm and its sum order
+// are fixed (allreduce.hpp), and a one-node MPI reducer runs that same
+// allreduce, so the sums are bitwise reproducible and a device arena staged
+// through the host gives the host bits.
 #include "comm/exchange.hpp"
 
 #include <algorithm>
@@ -78,7 +84,7 @@ Exchange::Impl::Impl(const Topology& t, const ExchangeOptions& o, size_t arena_f
   if (t.is_worker()) {
     DT_CHECK_MPI(MPI_Comm_dup(t.workers(), &workers_comm));
     DT_CHECK_MPI(MPI_Comm_dup(t.node_comm(), &node_comm));
-    ring = std::make_unique<detail::RingAllreduce>(t.workers(), chunk);
+    allreduce = std::make_unique<detail::Allreduce>(t.workers(), chunk, o.latency_max_bytes);
     MPI_Group ng, wg;  // node-local rank → world rank (timeline peers)
     DT_CHECK_MPI(MPI_Comm_group(t.node_comm(), &ng));
     DT_CHECK_MPI(MPI_Comm_group(t.world(), &wg));
@@ -94,7 +100,7 @@ Exchange::Impl::Impl(const Topology& t, const ExchangeOptions& o, size_t arena_f
 }
 
 Exchange::Impl::~Impl() {
-  ring.reset();
+  allreduce.reset();
   reducer.reset();
   int finalized = 0;
   MPI_Finalized(&finalized);
@@ -147,10 +153,7 @@ void Exchange::Impl::thread_main() {
   while (channel.next_step(seen)) {
     std::exception_ptr err;
     try {
-      const int64_t st = channel.step();
-      timeline::Span span(opts.timeline ? opts.timeline->for_step(st) : nullptr, timeline::Kind::exchange_step, st);
-      if (opts.mode == Mode::allreduce) run_step_allreduce();
-      else run_step_ps();
+      run_step(channel.step(), nullptr);
     } catch (const detail::StepChannel::Cancelled&) {
       break;
     } catch (...) {
@@ -161,26 +164,36 @@ void Exchange::Impl::thread_main() {
   channel.exited();
 }
 
-void Exchange::Impl::run_step_allreduce() {
+void Exchange::Impl::run_step(int64_t st, float* ready_grads) {
+  timeline::Span span(opts.timeline ? opts.timeline->for_step(st) : nullptr, timeline::Kind::exchange_step, st);
+  if (opts.mode == Mode::allreduce) run_step_allreduce(st, ready_grads);
+  else run_step_ps(st);
+}
+
+void Exchange::Impl::run_step_allreduce(int64_t st, float* ready_grads) {
   const size_t bucket = std::max<size_t>(1, opts.bucket_bytes / sizeof(float));
   const bool in_place = reducer_on_device();
-  const int64_t st = channel.step();
   timeline::Buffer* tl = opts.timeline ? opts.timeline->for_step(st) : nullptr;
   size_t bucket_end = arena;
   for (int32_t k = 0; bucket_end > 0; ++k) {
     // The next grid edge (see the protocol above): the same on every worker.
     const size_t target = bucket_end > bucket ? bucket_end - bucket : 0;
-    float* g = channel.wait_to(target).grads;
+    float* g = ready_grads ? ready_grads : channel.wait_to(target).grads;
     const size_t n = bucket_end - target;
     timeline::Span span(tl, timeline::Kind::allreduce, st, n * sizeof(float), k);
     if (in_place) {
       reducer->allreduce(g + target, n);
     } else {
-      ring->allreduce(staging.grads(g, target, n), n);
+      allreduce->allreduce(staging.grads(g, target, n), n);
       staging.put_grads(g, target, n);
     }
     bucket_end = target;
   }
+}
+
+bool Exchange::Impl::step_inline() const {
+  if (opts.mode != Mode::allreduce || opts.device.enabled) return false;  // device hooks: the thread's (DeviceArena)
+  return topo.num_workers() == 1 || arena <= std::max(opts.bucket_bytes, opts.inline_step_bytes) / sizeof(float);
 }
 
 // ---------------------------------------------------------------- Exchange
@@ -216,13 +229,15 @@ void Exchange::broadcast_params(float* params) {
 
 void Exchange::begin_step(int64_t step, float* params, float* grads) {
   DT_CHECK(impl_->topo.is_worker(), "begin_step on a parameter server (rank ", impl_->topo.rank(), ")");
-  impl_->channel.begin(step, params, grads);
+  impl_->channel.begin(step, params, grads, impl_->step_inline());
 }
 
 void Exchange::grads_ready(size_t begin, size_t end) { impl_->channel.ready(begin, end); }
 
 StepTimes Exchange::finish_step(float* params, float* grads) {
-  StepTimes t = impl_->channel.finish(params, grads);
+  Impl& m = *impl_;
+  // An inline step (step_inline) runs in here, the whole arena ready.
+  StepTimes t = m.channel.finish(params, grads, [&m](int64_t st, float* g) { m.run_step(st, g); });
   if (impl_->opts.mode != Mode::allreduce) {  // the servers' status, written by the thread before done
     t.skipped = impl_->status.skipped;
     t.peer_signalled = impl_->status.peer_signalled;
@@ -290,7 +305,7 @@ void Exchange::average_over_workers(float* x, size_t count) {
   DT_CHECK(m.topo.is_worker(), "average_over_workers on a parameter server");
   DT_CHECK(!m.channel.in_step(), "average_over_workers inside a step");
   if (m.topo.num_workers() == 1) return;
-  m.ring->allreduce(x, count);
+  m.allreduce->allreduce(x, count);
   const float w = static_cast<float>(m.topo.num_workers());
   for (size_t i = 0; i < count; ++i) x[i] /= w;
 }

@@ -9,7 +9,9 @@
 //              servers, leaders broadcast the new parameters in the node.
 //              Only node leaders talk to servers.
 //
-// Worker protocol per step (called by the engine's training loop):
+// Worker protocol per step (called by the engine's training loop; small
+// allreduce steps run inside finish_step on the caller's thread, see
+// kInlineStepBytes):
 //   begin_step(step)                 before backward
 //   grads_ready(begin, end)          from the Net's GradReadyFn, as layers finish
 //                                    backward (descending ranges of the arena);
@@ -69,9 +71,26 @@ struct DeviceArena {
   std::string node_reducer = "auto";              // auto | nccl | mpi (intra_node.hpp)
 };
 
+// Allreduce steps that run on the caller's thread: a step whose arena is at
+// most one bucket, or at most this many bytes, runs inside finish_step
+// (no hand-off to the communication thread). One bucket cannot overlap
+// backward anyway (it is ready when backward ends), and below this size the
+// hand-off costs more than overlapping buckets could hide: measured with
+// `dtrain bench comm` on the 2-core development VM (bench/README.md,
+// "Exchange"), a 4 KiB step took 8–9 µs through the thread when the machine
+// was idle (up to 44 µs loaded) and 1–1.5 µs inline; 256 KiB took 52 µs
+// through the thread and 36 µs inline.
+inline constexpr size_t kInlineStepBytes = size_t{256} << 10;
+
 struct ExchangeOptions {
   Mode mode = Mode::allreduce;
   size_t bucket_bytes = size_t{1} << 20;          // allreduce buckets (fusion size)
+  // Allreduce: a host arena of at most max(bucket_bytes, inline_step_bytes)
+  // bytes, or of a single worker, is exchanged inline (above).
+  size_t inline_step_bytes = kInlineStepBytes;
+  // Allreduce: buckets of at most this many bytes use recursive doubling,
+  // larger ones the ring (comm/allreduce.hpp); SIZE_MAX: that header's table.
+  size_t latency_max_bytes = SIZE_MAX;
   size_t max_chunk_elems = (size_t{1} << 31) - 1;  // every transfer is cut below this
   size_t max_slice = size_t{1} << 20;              // ShardMap slice size, floats
   size_t min_slice = size_t{1} << 14;              // ShardMap floor, floats
@@ -79,7 +98,8 @@ struct ExchangeOptions {
   DeviceArena device;           // default: the arena is host memory
   // --timeline (core/timeline.hpp): where the exchange records its transfers,
   // written only by the thread that runs them — a worker's communication
-  // thread, a server's serve(). Null: nothing is recorded (the default).
+  // thread (or the caller, inside finish_step, for an inline step; the two
+  // never run at once), a server's serve(). Null: nothing is recorded (the default).
   timeline::Buffer* timeline = nullptr;
 };
 
@@ -115,7 +135,8 @@ enum class ServeEnd {
 
 struct StepTimes {
   double exposed_s = 0;  // time finish_step blocked: communication not hidden
-  double busy_s = 0;     // from the step's first grads_ready to the end of finish_step (≥ exposed_s)
+  double busy_s = 0;     // from the step's first grads_ready to the end of finish_step (≥ exposed_s;
+                         // = exposed_s for an inline step, which works only inside finish_step)
   // ps/hybrid, on the senders (every ps worker, the hybrid node leaders); false elsewhere:
   bool skipped = false;         // the servers found a non-finite summed gradient and skipped the update
   bool peer_signalled = false;  // a server reported a stop request (ServeHooks::signalled)

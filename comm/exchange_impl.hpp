@@ -10,8 +10,9 @@
 //
 // and Impl itself: the communicators and reducers built once, the worker's
 // communication thread and the two worker steps — run_step_allreduce
-// (exchange.cpp) and run_step_ps (ps_client.cpp, ps and hybrid), one
-// implementation per mode for host and device arenas alike.
+// (exchange.cpp; small steps run inline by the caller) and run_step_ps
+// (ps_client.cpp, ps and hybrid), one implementation per mode for host and
+// device arenas alike.
 #pragma once
 
 #include <mpi.h>
@@ -23,7 +24,7 @@
 
 #include "comm/exchange.hpp"
 #include "comm/intra_node.hpp"
-#include "comm/ring_allreduce.hpp"
+#include "comm/allreduce.hpp"
 #include "comm/staging.hpp"
 #include "comm/step_channel.hpp"
 #include "comm/transfer_trace.hpp"
@@ -67,7 +68,7 @@ struct Exchange::Impl {
   MPI_Comm node_comm = MPI_COMM_NULL;     // dup of the node: hybrid member ⇄ leader
   MPI_Comm workers_comm = MPI_COMM_NULL;  // dup of the workers: sum_over_workers
   MPI_Comm server_comm = MPI_COMM_NULL;   // the servers only: the joint check of a step
-  std::unique_ptr<detail::RingAllreduce> ring;  // workers: buckets, average_over_workers
+  std::unique_ptr<detail::Allreduce> allreduce;  // workers: buckets, average_over_workers
   // Device arena only: the intra-node reducer (hybrid, and allreduce on one
   // node). The steps use it where it works on the device memory itself
   // (on_device(): NCCL, or MPI on cpu-staged memory); on host memory the steps'
@@ -96,8 +97,16 @@ struct Exchange::Impl {
 
   void setup_device();  // reducer and staging of a device arena
   void thread_main();
-  void run_step_allreduce();  // exchange.cpp
-  void run_step_ps();         // ps_client.cpp: ps workers, hybrid leaders and members
+  // The step of this mode, on the thread or inline. ready_grads: the arena's
+  // gradients, all of them ready (an inline step); null: the thread waits
+  // for the watermark.
+  void run_step(int64_t st, float* ready_grads);
+  void run_step_allreduce(int64_t st, float* ready_grads);  // exchange.cpp
+  // An allreduce step on a host arena of at most max(bucket, inline) bytes,
+  // or of one worker: finish_step runs it on the caller's thread
+  // (exchange.hpp kInlineStepBytes).
+  bool step_inline() const;
+  void run_step_ps(int64_t st);  // ps_client.cpp: ps workers, hybrid leaders and members
   bool reducer_on_device() const { return reducer && reducer->on_device(); }
 };
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "comm/chunked.hpp"
-#include "comm/ring_allreduce.hpp"
+#include "comm/allreduce.hpp"
 #include "core/error.hpp"
 #ifdef DTRAIN_HAVE_NCCL
 #include "comm/nccl_reducer.hpp"
@@ -30,10 +30,10 @@ class MpiReducer final : public IntraNodeReducer {
     DT_CHECK_MPI(MPI_Comm_dup(node, &comm_));
     DT_CHECK_MPI(MPI_Comm_rank(comm_, &rank_));
     DT_CHECK_MPI(MPI_Comm_size(comm_, &size_));
-    ring_ = std::make_unique<detail::RingAllreduce>(comm_, chunk_);
+    allreduce_ = std::make_unique<detail::Allreduce>(comm_, chunk_);
   }
   ~MpiReducer() override {
-    ring_.reset();
+    allreduce_.reset();
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
@@ -70,7 +70,7 @@ class MpiReducer final : public IntraNodeReducer {
 
   void allreduce(float* buf, size_t count) override {
     if (size_ == 1 || count == 0) return;
-    ring_->allreduce(buf, count);
+    allreduce_->allreduce(buf, count);
   }
 
  private:
@@ -79,7 +79,7 @@ class MpiReducer final : public IntraNodeReducer {
   size_t chunk_;
   bool on_device_;
   std::vector<float> scratch_;
-  std::unique_ptr<detail::RingAllreduce> ring_;
+  std::unique_ptr<detail::Allreduce> allreduce_;
 };
 
 #ifdef DTRAIN_HAVE_NCCL

@@ -18,9 +18,9 @@
 //
 // Sum order: MPI — the leader adds the members' buffers to its own in
 // local-rank order, ((r0 + r1) + r2) + …, exactly as the host hybrid leader
-// does (ps_client.cpp), and allreduce is the deterministic ring
-// (ring_allreduce.hpp) over the node: a one-node allreduce gives the bits of
-// the workers' ring. NCCL — NCCL's order (fixed for a fixed topology and count;
+// does (ps_client.cpp), and allreduce is the workers' deterministic allreduce
+// (allreduce.hpp: the same algorithm for the same count and rank count) over
+// the node: a one-node allreduce gives the bits of the workers' allreduce. NCCL — NCCL's order (fixed for a fixed topology and count;
 // not the MPI order).
 #pragma once
 

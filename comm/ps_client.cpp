@@ -14,7 +14,8 @@
 //     → each server:  control message s                       (tag 0, ps_comm)
 //     as soon as slice j is completely ready (watermark ≤ begin_j):
 //     → server(j):    G(j)                                    (tag_grad(j, s))
-//     ← server(j):    new params into P(j); put_params        (tag_param(j, s))
+//     ← server(j):    new params into P(j), in pieces of       (tag_param(j, s))
+//                     param_piece floats; then put_params
 //
 //   hybrid, node reduction by point-to-point on the host (a host arena, or a
 //   device arena whose reducer works on host memory):
@@ -48,15 +49,18 @@
 //        (every sender called stop()); all −2 / −3 → return for a checkpoint
 //        (request_checkpoint); all equal s ≥ 0 → step s; anything else →
 //        Error (a sender stopped or skipped a step early)
-//     2. post every gradient receive of the step at once, one buffer per
-//        sender, so senders may send their slices in any order
+//     2. post every gradient receive of the step at once — sender 0's into
+//        gradsum itself, one buffer per further sender — so senders may send
+//        their slices in any order
 //     3. when all senders' parts of slice j are in:
 //          gradsum[j] = ((sender 0 + sender 1) + sender 2) + …, and note
-//          whether it is finite and its Σ g²
+//          whether it is finite and its Σ g² (8 lanes in a fixed order)
 //     4. the joint check: allgather (non-finite?, Σ g²) over the servers;
 //        skip = any non-finite; clip scale from ‖g‖ = √Σ (server order)
-//     5. for each slice j: unless skip, rule(params, gradsum·scale, begin_j,
-//        end_j, s); → every sender: params[j] (unchanged when skipped)
+//     5. for each slice j, piece by piece (param_piece floats, chunked.hpp):
+//        unless skip, rule(params, gradsum·scale, piece, s); → every sender:
+//        the piece of params[j] (unchanged when skipped), before the next
+//        piece is updated
 //     6. → every sender: the status; wait for the step's sends
 //
 // Determinism: every sum is taken in a fixed order that does not depend on
@@ -86,14 +90,13 @@ enum class Ev { send, member_grad, param };
 constexpr double kPollS = 200e-6;
 }  // namespace
 
-void Exchange::Impl::run_step_ps() {
+void Exchange::Impl::run_step_ps(int64_t st) {
   const bool hybrid = opts.mode == Mode::hybrid;
   const bool sender = !hybrid || topo.is_leader();  // talks to the servers
   const bool red_dev = hybrid && reducer_on_device();
   const int members = hybrid && sender && !red_dev ? topo.local_size() - 1 : 0;
   const auto& slices = map.slices();
   const size_t ns = slices.size();
-  const int64_t st = channel.step();
   using TK = timeline::Kind;
   timeline::Buffer* tl = opts.timeline ? opts.timeline->for_step(st) : nullptr;
   trace.reset(tl, st);
@@ -190,7 +193,9 @@ void Exchange::Impl::run_step_ps() {
     MPI_Comm comm = sender ? ps_comm : node_comm;
     detail::isend_chunked(src, sl.count, peer, detail::tag_grad(j, st), comm, chunk, tmp);
     track(j, Ev::send, TK::push, sl.count, peer_world);
-    detail::irecv_chunked(staging.params(p, sl.begin), sl.count, peer, detail::tag_param(j, st), comm, chunk, tmp);
+    // From a server the slice comes in pieces (param_piece), from the leader whole.
+    detail::irecv_chunked(staging.params(p, sl.begin), sl.count, peer, detail::tag_param(j, st), comm,
+                          sender ? detail::param_piece(chunk) : chunk, tmp);
     param_left[j] += track(j, Ev::param, TK::pull, sl.count, peer_world);
     if (param_left[j] == 0) params_arrived(j);  // an empty slice
   };

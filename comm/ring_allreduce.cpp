@@ -30,20 +30,12 @@
 
 namespace dtrain::comm::detail {
 
-RingAllreduce::RingAllreduce(MPI_Comm comm, size_t max_chunk, size_t pipeline) {
-  DT_CHECK_MPI(MPI_Comm_dup(comm, &comm_));
-  DT_CHECK_MPI(MPI_Comm_rank(comm_, &rank_));
-  DT_CHECK_MPI(MPI_Comm_size(comm_, &size_));
+RingAllreduce::RingAllreduce(MPI_Comm comm, size_t max_chunk, size_t pipeline)
+    : dup_(duplicate(comm)), comm_(dup_.get()), rank_(dup_.rank()), size_(dup_.size()) {
   piece_ = std::max<size_t>(1, std::min(clamp_chunk(max_chunk), pipeline));
   const size_t k = 2 * static_cast<size_t>(size_ - 1);
   send_.resize(k);
   recv_.resize(k);
-}
-
-RingAllreduce::~RingAllreduce() {
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 
 void RingAllreduce::allreduce(float* x, size_t count) {

@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <vector>
 
+#include "comm/discovery.hpp"
+
 namespace dtrain::comm::detail {
 
 class RingAllreduce {
@@ -14,7 +16,6 @@ class RingAllreduce {
   // comm is duplicated (collective over comm). max_chunk: largest message in
   // elements; pipeline: piece size in elements (each piece is one message).
   RingAllreduce(MPI_Comm comm, size_t max_chunk, size_t pipeline = size_t{1} << 17);
-  ~RingAllreduce();
   RingAllreduce(const RingAllreduce&) = delete;
   RingAllreduce& operator=(const RingAllreduce&) = delete;
 
@@ -24,8 +25,9 @@ class RingAllreduce {
   void allreduce(float* x, size_t count);
 
  private:
-  MPI_Comm comm_ = MPI_COMM_NULL;
-  int rank_ = 0, size_ = 1;
+  Comm dup_;  // this protocol's duplicate of the communicator
+  const MPI_Comm comm_;
+  const int rank_, size_;
   size_t piece_ = 0;
   std::vector<float> tmp_[2];
   std::vector<std::vector<MPI_Request>> send_, recv_;

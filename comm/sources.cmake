@@ -4,6 +4,7 @@ set(DTRAIN_COMM_SOURCES
   comm/discovery.cpp
   comm/shard.cpp
   comm/ring_allreduce.cpp
+  comm/allreduce.cpp
   comm/exchange.cpp
   comm/step_channel.cpp
   comm/staging.cpp

@@ -8,16 +8,14 @@
 #include <cstdio>
 #include <thread>
 
+#include "comm/wait.hpp"
 #include "core/error.hpp"
 
 namespace dtrain::comm::detail {
 
 using Clock = std::chrono::steady_clock;
-static double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
-void StepChannel::begin(int64_t step, float* params, float* grads) {
+void StepChannel::begin(int64_t step, float* params, float* grads, bool run_here) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     DT_CHECK(!broken_, "begin_step after a failed step");
@@ -33,6 +31,8 @@ void StepChannel::begin(int64_t step, float* params, float* grads) {
     pending_.clear();
     error_ = nullptr;
     any_ready_ = false;
+    run_here_ = run_here;
+    if (run_here) return;  // the thread never sees this step
     ++step_seq_;
   }
   cv_work_.notify_all();
@@ -49,21 +49,27 @@ void StepChannel::ready(size_t begin, size_t end) {
     auto next = pending_.upper_bound(begin);  // first pending range ending after begin
     DT_CHECK(end <= lo_ && (next == pending_.end() || next->second >= end), "grads_ready [", begin, ", ", end,
              ") overlaps a range already reported this step");
-    if (!any_ready_) {
+    if (!any_ready_ && !run_here_) {  // an inline step is busy only inside finish
       any_ready_ = true;
       first_ready_ = Clock::now();
     }
-    pending_[end] = begin;
+    if (end == lo_) {  // the usual case, ranges in descending order: no bookkeeping
+      lo_ = begin;
+      moved = true;
+    } else {
+      pending_[end] = begin;
+    }
     for (auto it = pending_.find(lo_); it != pending_.end(); it = pending_.find(lo_)) {
       lo_ = it->second;
       pending_.erase(it);
       moved = true;
     }
+    moved = moved && !run_here_;  // an inline step has no thread to wake
   }
   if (moved) cv_work_.notify_all();
 }
 
-StepTimes StepChannel::finish(float* params, float* grads) {
+StepTimes StepChannel::finish(float* params, float* grads, const std::function<void(int64_t, float*)>& run) {
   StepTimes t;
   const Clock::time_point t0 = Clock::now();
   std::unique_lock<std::mutex> lk(mu_);
@@ -79,45 +85,68 @@ StepTimes StepChannel::finish(float* params, float* grads) {
   } else {
     DT_CHECK(params_ == params && grads_ == grads, "finish_step: arena pointers differ from begin_step's");
   }
-  cv_work_.notify_all();
-  if (timeout_s_ > 0) {
-    if (!cv_done_.wait_for(lk, std::chrono::duration<double>(timeout_s_), [&] { return step_done_; })) {
-      broken_ = true;
-      // The communication thread is stuck inside MPI with receives posted into
-      // the caller's arenas, and it keeps driving MPI's progress: unwinding to
-      // the top level would free memory MPI may still write into (seen: a
-      // segfault in opal_convertor_unpack on a member rank). End the job here,
-      // with the message the top level would have printed. Every live rank
-      // times out at about the same moment: each waits its rank × 0.5 s (≤ 4 s)
-      // first, so the lowest live rank prints and aborts, and the job shows one
-      // message rather than one per rank.
-      const int r = std::max(0, ::dtrain::error_rank());
-      lk.unlock();
-      std::this_thread::sleep_for(std::chrono::milliseconds(500 * std::min(r, 8)));
-      const ::dtrain::Error e(::dtrain::detail::where(__FILE__, __LINE__) +
-                              ::dtrain::detail::concat("step ", step_, ": the gradient exchange did not complete within ",
-                                                       timeout_s_, " s (--comm-timeout): a peer rank stalled or died"));
-      std::fprintf(stderr, "dtrain: error: %s\n", e.what());
-      std::fflush(stdout);
-      std::fflush(stderr);
-      MPI_Abort(MPI_COMM_WORLD, ::dtrain::kExitFailure);
-      throw e;  // not reached
+  if (run_here_) {  // an inline step: run it here, the lock released
+    const int64_t step = step_;
+    lk.unlock();
+    std::exception_ptr err;
+    try {
+      const WaitDeadline deadline(timeout_s_, [this] { abort_stalled(); });
+      run(step, grads);
+    } catch (...) {
+      err = std::current_exception();
     }
+    lk.lock();
+    error_ = err;
+    step_done_ = true;
   } else {
-    cv_done_.wait(lk, [&] { return step_done_; });
+    cv_work_.notify_all();
+    if (timeout_s_ <= 0) cv_done_.wait(lk, [&] { return step_done_; });
+    else if (!cv_done_.wait_for(lk, std::chrono::duration<double>(timeout_s_), [&] { return step_done_; })) {
+      lk.unlock();
+      abort_stalled();
+    }
   }
   in_step_ = false;
-  t.exposed_s = seconds_since(t0);
+  const Clock::time_point t1 = Clock::now();
+  t.exposed_s = std::chrono::duration<double>(t1 - t0).count();
   // The exchange's whole span, one definition for every mode: from the first
   // gradients handed over to the end of this call. finish_step follows the
   // first grads_ready, so busy_s ≥ exposed_s and 1 − exposed/busy is the
-  // fraction hidden under backward.
-  t.busy_s = any_ready_ ? seconds_since(first_ready_) : t.exposed_s;
+  // fraction hidden under backward. An inline step works only in here:
+  // busy_s = exposed_s, nothing hidden.
+  t.busy_s = any_ready_ ? std::chrono::duration<double>(t1 - first_ready_).count() : t.exposed_s;
   if (error_) {
     broken_ = true;
     std::rethrow_exception(error_);
   }
   return t;
+}
+
+void StepChannel::abort_stalled() {
+  int64_t step = 0;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    broken_ = true;
+    step = step_;
+  }
+  // The communication thread (or an inline step's own waits) is stuck inside
+  // MPI with receives posted into the caller's arenas, and MPI keeps
+  // progressing them: unwinding to the top level would free memory MPI may
+  // still write into (seen: a segfault in opal_convertor_unpack on a member
+  // rank). End the job here, with the message the top level would have
+  // printed. Every live rank times out at about the same moment: each waits
+  // its rank × 0.5 s (≤ 4 s) first, so the lowest live rank prints and aborts,
+  // and the job shows one message rather than one per rank.
+  const int r = std::max(0, ::dtrain::error_rank());
+  std::this_thread::sleep_for(std::chrono::milliseconds(500 * std::min(r, 8)));
+  const ::dtrain::Error e(::dtrain::detail::where(__FILE__, __LINE__) +
+                          ::dtrain::detail::concat("step ", step, ": the gradient exchange did not complete within ",
+                                                   timeout_s_, " s (--comm-timeout): a peer rank stalled or died"));
+  std::fprintf(stderr, "dtrain: error: %s\n", e.what());
+  std::fflush(stdout);
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, ::dtrain::kExitFailure);
+  throw e;  // not reached
 }
 
 bool StepChannel::stop() {

@@ -15,6 +15,11 @@
 // the arena pointers (view, wait_to, wait_below) while it runs the step, and
 // reports it done (done). quit() makes every wait of the thread throw
 // Cancelled.
+// An inline step (begin(…, run_here = true)) never reaches the thread: begin
+// and ready wake nobody, and finish runs the step on the caller's thread
+// (the same step code, reading the channel as the thread would) under a
+// WaitDeadline of step_timeout_s (wait.hpp), so a stalled peer still ends the
+// job rather than hanging it.
 #pragma once
 
 #include <chrono>
@@ -22,6 +27,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <map>
 #include <mutex>
 
@@ -34,9 +40,11 @@ class StepChannel {
   StepChannel(size_t arena, double step_timeout_s) : arena_(arena), timeout_s_(step_timeout_s) {}
 
   // ---- the caller (Exchange's worker API; Errors as documented there)
-  void begin(int64_t step, float* params, float* grads);
+  // run_here: an inline step (above); finish then calls run(step, grads)
+  // itself, the whole arena ready.
+  void begin(int64_t step, float* params, float* grads, bool run_here = false);
   void ready(size_t begin, size_t end);
-  StepTimes finish(float* params, float* grads);
+  StepTimes finish(float* params, float* grads, const std::function<void(int64_t, float*)>& run = {});
   bool stop();  // false when already stopped; Error inside a step
   bool in_step();
 
@@ -64,6 +72,10 @@ class StepChannel {
   // ---- the owner: asks the thread to leave; true once it has within wait_s.
   bool quit(double wait_s);
 
+  // Ends the job: the step's exchange did not complete within step_timeout_s
+  // (prints the message once per job, then MPI_Abort; see finish).
+  [[noreturn]] void abort_stalled();
+
  private:
   size_t wait_locked(std::unique_lock<std::mutex>& lk, size_t below, double timeout_s);
 
@@ -75,6 +87,7 @@ class StepChannel {
   bool quit_ = false;
   bool exited_ = false;     // the thread has left its loop
   bool in_step_ = false;    // between begin and finish's return
+  bool run_here_ = false;   // this step is inline: finish runs it
   bool step_done_ = false;
   bool broken_ = false;     // a step failed: no further steps
   bool stopped_ = false;

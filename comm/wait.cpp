@@ -13,19 +13,30 @@
 namespace dtrain::comm {
 
 namespace {
+using Clock = std::chrono::steady_clock;
 std::atomic<WaitPolicy> g_policy{WaitPolicy::spin};
 
-// Polls `test` (returns true when done) under the sleeping policy.
+thread_local detail::WaitDeadline* t_deadline = nullptr;  // this thread's, if any
+
+// The waits' MPI_Wait* only without a deadline under the spin policy.
+bool blocking_wait() { return t_deadline == nullptr && wait_policy() == WaitPolicy::spin; }
+
+// Polls `test` (returns true when done): under the sleeping policy, busy for
+// kSpinS, then sleeping; under the spin policy (only with a deadline), busy.
+// Checks this thread's deadline between polls.
 template <class Test>
 void poll(Test&& test) {
-  using clock = std::chrono::steady_clock;
-  const auto t0 = clock::now();
+  if (test()) return;  // done at once: no clock read
+  const bool sleep = wait_policy() == WaitPolicy::sleep;
+  const auto t0 = Clock::now();
   double nap = kSleepMinS;
-  while (!test()) {
-    if (std::chrono::duration<double>(clock::now() - t0).count() < kSpinS) continue;
+  do {
+    const auto now = Clock::now();
+    if (t_deadline) t_deadline->check(now);
+    if (!sleep || std::chrono::duration<double>(now - t0).count() < kSpinS) continue;
     std::this_thread::sleep_for(std::chrono::duration<double>(nap));
     nap = std::min(2 * nap, kSleepMaxS);
-  }
+  } while (!test());
 }
 }  // namespace
 
@@ -72,10 +83,31 @@ double measure_poll_cost(int polls, double* period_s) {
 
 namespace detail {
 
+WaitDeadline::WaitDeadline(double timeout_s, std::function<void()> on_expiry)
+    : timeout_(std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s))),
+      on_expiry_(std::move(on_expiry)) {
+  DT_CHECK(t_deadline == nullptr, "WaitDeadline: this thread already has one");
+  if (timeout_s > 0) t_deadline = this;
+}
+
+WaitDeadline::~WaitDeadline() {
+  if (t_deadline == this) t_deadline = nullptr;
+}
+
+void WaitDeadline::check(Clock::time_point now) {
+  if (!armed_) {  // the first wait that did not complete at once starts the clock
+    end_ = now + timeout_;
+    armed_ = true;
+  }
+  if (now < end_) return;
+  on_expiry_();
+  DT_FAIL("a wait passed its deadline");  // on_expiry should not return
+}
+
 void wait_all(std::vector<MPI_Request>& reqs) {
   if (reqs.empty()) return;
   const int n = static_cast<int>(reqs.size());
-  if (wait_policy() == WaitPolicy::spin) {
+  if (blocking_wait()) {
     DT_CHECK_MPI(MPI_Waitall(n, reqs.data(), MPI_STATUSES_IGNORE));
   } else {
     poll([&] {
@@ -91,7 +123,7 @@ int wait_some(std::vector<MPI_Request>& reqs, std::vector<int>& idx) {
   const int n = static_cast<int>(reqs.size());
   idx.resize(reqs.size());
   int count = 0;
-  if (wait_policy() == WaitPolicy::spin) {
+  if (blocking_wait()) {
     DT_CHECK_MPI(MPI_Waitsome(n, reqs.data(), &count, idx.data(), MPI_STATUSES_IGNORE));
   } else {
     poll([&] {
@@ -103,7 +135,7 @@ int wait_some(std::vector<MPI_Request>& reqs, std::vector<int>& idx) {
 }
 
 void wait_one(MPI_Request& req) {
-  if (wait_policy() == WaitPolicy::spin) {
+  if (blocking_wait()) {
     DT_CHECK_MPI(MPI_Wait(&req, MPI_STATUS_IGNORE));
     return;
   }

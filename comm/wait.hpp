@@ -18,6 +18,8 @@
 
 #include <mpi.h>
 
+#include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -54,6 +56,31 @@ double measure_poll_cost(int polls, double* period_s);
 void wait_request(MPI_Request& req);
 
 namespace detail {
+// A deadline on this thread's waits below, for a step that runs on the
+// caller's thread (an inline allreduce step, exchange.cpp): while one is
+// alive, those waits poll (MPI_Test*, busy under the spin policy) and call
+// on_expiry once timeout_s has passed since the first of them found its
+// requests incomplete (the clock is read only then: a step whose messages
+// are already there reads none); on_expiry must not return (it ends the job:
+// StepChannel::abort_stalled). timeout_s ≤ 0: no deadline. One per thread at
+// a time; not copyable.
+class WaitDeadline {
+ public:
+  WaitDeadline(double timeout_s, std::function<void()> on_expiry);
+  ~WaitDeadline();
+  WaitDeadline(const WaitDeadline&) = delete;
+  WaitDeadline& operator=(const WaitDeadline&) = delete;
+
+  // Calls on_expiry when the deadline has passed (wait.cpp's polls).
+  void check(std::chrono::steady_clock::time_point now);
+
+ private:
+  std::chrono::steady_clock::duration timeout_;
+  std::chrono::steady_clock::time_point end_{};
+  bool armed_ = false;
+  std::function<void()> on_expiry_;
+};
+
 // Like MPI_Waitall / MPI_Waitsome / MPI_Wait, under the process's policy.
 // wait_all clears `reqs`. wait_some fills idx[0..count) with the indices of
 // completed requests and returns count (MPI_UNDEFINED when none is active).

@@ -8,7 +8,18 @@
 //   busbw (allreduce) = algbw · 2(n−1)/n   (NCCL's convention: the bytes each
 //                                          rank must move in an optimal ring)
 //   busbw (ps, hybrid) = algbw · 2         (each sender pushes S and pulls S)
-//   ping-pong bandwidth = S / (round trip / 2)
+//   ping-pong bandwidth B_pp = S / (round trip / 2)
+//   ratio = t(MPI_Allreduce) / t(dtrain allreduce)   (> 1: dtrain faster)
+//   ps % of pp = (2·S·W / (N_ps·B_pp)) / t(ps): the ps step against what a
+//                server must move, W senders' S/N_ps in and out, at the
+//                ping-pong bandwidth (DESIGN.md §4's 2·G·P / (N_ps·B_ps); with
+//                2 ranks, 1 worker + 1 server: two one-way transfers of S;
+//                100%: the server's work is hidden)
+//
+// `--algorithms`: the data behind comm/allreduce.hpp's crossover table — per
+// size (×2 steps from --min-kb to --max-mb), MPI_Allreduce, recursive doubling
+// and the ring over all ranks, interleaved call by call (medians of --iters
+// rounds), which of the two the table picks, and MPI's time over the picked one.
 //
 // `--links`: only the two links a scaling study rests on, from rank 0: to the
 // first other rank of its node (intra-node) and to the first rank of another
@@ -29,6 +40,7 @@
 #include <utility>
 #include <vector>
 
+#include "comm/allreduce.hpp"
 #include "comm/discovery.hpp"
 #include "comm/exchange.hpp"
 #include "comm/topology.hpp"
@@ -44,6 +56,13 @@ namespace dtrain::engine {
 namespace {
 
 double now() { return MPI_Wtime(); }
+
+std::string size_label(double bytes) {
+  char label[32];
+  if (bytes >= 1048576) std::snprintf(label, sizeof label, "%.0f MiB", bytes / 1048576);
+  else std::snprintf(label, sizeof label, "%.0f KiB", bytes / 1024);
+  return label;
+}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -95,6 +114,27 @@ double time_mpi_allreduce(MPI_Comm c, size_t floats, int iters) {
   return median(t);
 }
 
+int bench_algorithms(double min_bytes, double max_bytes, int iters, int rank, int size) {
+  if (rank == 0) {
+    std::printf("dtrain bench comm --algorithms: %d ranks; median us of one in-place allreduce, the three interleaved "
+                "call by call (%d rounds)\n", size, iters);
+    std::printf("%10s %14s %14s %10s %20s %10s\n", "size", "MPI_Allreduce", "rec.doubling", "ring", "picked",
+                "MPI/picked");
+  }
+  for (double bytes = min_bytes; bytes <= max_bytes + 1; bytes *= 2) {
+    const size_t floats = std::max<size_t>(1, static_cast<size_t>(bytes) / 4);
+    const comm::AllreduceTimes t = comm::time_allreduce_algorithms(MPI_COMM_WORLD, floats, iters);
+    const double picked = t.picks_recursive_doubling ? t.recursive_doubling : t.ring;
+    if (rank == 0) {
+      std::printf("%10s %14.1f %14.1f %10.1f %20s %10.2f\n", size_label(bytes).c_str(), 1e6 * t.mpi,
+                  1e6 * t.recursive_doubling, 1e6 * t.ring, t.picks_recursive_doubling ? "recursive doubling" : "ring",
+                  t.mpi / picked);
+      std::fflush(stdout);
+    }
+  }
+  return kExitOk;
+}
+
 int bench_links(int rpn, size_t bytes, int rank) {
   const int same = comm::same_node_rank(MPI_COMM_WORLD, rpn), other = comm::other_node_rank(MPI_COMM_WORLD, rpn);
   std::string json = "{\"kind\":\"links\",\"bytes\":" + std::to_string(bytes);
@@ -121,15 +161,17 @@ int bench_links(int rpn, size_t bytes, int rank) {
 
 int cmd_bench_comm(const std::vector<std::string>& args) {
   int ps = 0, rpn = 0, iters = 5;
-  bool links = false;
+  bool links = false, algorithms = false;
   double min_kb = 4, max_mb = 256;
-  po::options_description desc("dtrain bench comm [--ps N] [--ranks-per-node K] [--min-kb 4] [--max-mb 256] [--iters 5]");
+  po::options_description desc("dtrain bench comm [--ps N] [--ranks-per-node K] [--min-kb 4] [--max-mb 256] [--iters 5] [--algorithms | --links]");
   desc.add_options()("help,h", "this help")("ps", po::value(&ps)->default_value(0), "servers for the ps and hybrid rows (0: world/4, at least 1)")(
       "ranks-per-node", po::value(&rpn)->default_value(0), "virtual nodes for hybrid (0: real nodes)")(
       "min-kb", po::value(&min_kb)->default_value(4), "smallest message, KiB")(
       "max-mb", po::value(&max_mb)->default_value(256), "largest message, MiB")(
       "iters", po::value(&iters)->default_value(5), "timed repetitions per size (median)")(
-      "links", po::bool_switch(&links), "only the intra- and inter-node ping-pong links (latency, Gb/s) at --max-mb");
+      "links", po::bool_switch(&links), "only the intra- and inter-node ping-pong links (latency, Gb/s) at --max-mb")(
+      "algorithms", po::bool_switch(&algorithms),
+      "only the allreduce algorithms (MPI_Allreduce, recursive doubling, ring) per size, x2 steps: the crossover table");
   po::variables_map vm = parse_command_line(args, desc, "dtrain bench comm: ");
   if (vm.count("help")) {
     std::printf("%s", (std::ostringstream() << desc).str().c_str());
@@ -144,6 +186,7 @@ int cmd_bench_comm(const std::vector<std::string>& args) {
     DT_USAGE("dtrain bench comm: options 'min-kb' and 'max-mb' must satisfy 1/256 <= min-kb <= 1024·max-mb, max-mb <= 4096");
   comm::check_launcher(size);
   if (links) return bench_links(rpn, static_cast<size_t>(max_mb * 1048576.0), rank);
+  if (algorithms) return bench_algorithms(min_kb * 1024, max_mb * 1048576.0, iters, rank, size);
   if (ps == 0) ps = std::max(1, size / 4);
   comm::Topology all(MPI_COMM_WORLD, {0, 0});
   const bool with_ps = size - ps >= 1;
@@ -152,8 +195,8 @@ int cmd_bench_comm(const std::vector<std::string>& args) {
   if (rank == 0) {
     std::printf("dtrain bench comm: %d ranks; allreduce rows over all %d; ps/hybrid rows: %s\n", size, size,
                 with_ps ? servers->describe().c_str() : "none");
-    std::printf("%10s %12s %12s %10s %12s %12s %12s %12s %12s\n", "size", "MPI_Allr ms", "allreduce ms", "ratio",
-                "busbw GB/s", "pingpong GB/s", "bus/pp", "ps ms", "hybrid ms");
+    std::printf("%10s %12s %12s %10s %12s %12s %8s %10s %8s %10s\n", "size", "MPI_Allr ms", "allreduce ms", "ratio",
+                "busbw GB/s", "pingpong GB/s", "bus/pp", "ps ms", "ps %pp", "hybrid ms");
   }
   const double n = size;
   for (double bytes = min_kb * 1024; bytes <= max_mb * 1048576.0 + 1; bytes *= 4) {
@@ -170,19 +213,19 @@ int cmd_bench_comm(const std::vector<std::string>& args) {
     if (rank == 0) {
       double busbw = bytes / t_ar * 2 * (n - 1) / n / 1e9;
       double pp = bytes / t_pp / 1e9;
-      char label[32];
-      if (bytes >= 1048576)
-        std::snprintf(label, sizeof label, "%.0f MiB", bytes / 1048576);
-      else
-        std::snprintf(label, sizeof label, "%.0f KiB", bytes / 1024);
-      std::printf("%10s %12.3f %12.3f %10.2f %12.2f %12.2f %12.2f %12.3f %12.3f\n", label, 1e3 * t_mpi, 1e3 * t_ar,
-                  t_mpi / t_ar, busbw, pp, busbw / pp, 1e3 * t_ps, 1e3 * t_hy);
+      const std::string label = size_label(bytes);
+      const double per_server = with_ps ? static_cast<double>(servers->num_workers()) / servers->num_servers() : 0;
+      const double ps_pct = with_ps ? 100 * 2 * t_pp * per_server / t_ps : 0;  // (2·S·W / (N_ps·B_pp)) / t_ps
+      std::printf("%10s %12.3f %12.3f %10.2f %12.2f %12.2f %8.2f %10.3f %8.0f %10.3f\n", label.c_str(), 1e3 * t_mpi,
+                  1e3 * t_ar, t_mpi / t_ar, busbw, pp, busbw / pp, 1e3 * t_ps, ps_pct, 1e3 * t_hy);
       std::fflush(stdout);
     }
   }
   if (rank == 0)
     std::printf("ratio = MPI_Allreduce time / dtrain allreduce time (> 1: dtrain faster); busbw = size/t · 2(n−1)/n;\n"
-                "pingpong = size / one-way time between ranks 0 and 1; ps/hybrid: one push+pull step of the whole message\n");
+                "pingpong = size / one-way time between ranks 0 and 1; ps/hybrid: one push+pull step of the whole message;\n"
+                "ps %%pp = 2 · one-way ping-pong time · workers / servers / ps time (100: every server's pushes and\n"
+                "pulls at the ping-pong bandwidth; 1 worker + 1 server: push + pull of the message)\n");
   return kExitOk;
 }
 

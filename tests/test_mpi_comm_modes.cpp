@@ -108,19 +108,43 @@ std::vector<float> train(const Layout& l, const Run& run, int* num_workers) {
   return p;
 }
 
-std::vector<float> serial(const Run& run, int workers) {
+// Serial SGD with momentum from param0 on the gradient sum(step, i).
+template <class Sum>
+std::vector<float> serial_with(const Run& run, Sum sum) {
   std::vector<float> p(run.arena), g(run.arena);
   for (size_t i = 0; i < run.arena; ++i) p[i] = param0(i);
   Momentum rule(run.arena);
   for (int64_t step = 0; step < run.steps; ++step) {
-    for (size_t i = 0; i < run.arena; ++i) {
-      double s = 0;
-      for (int w = 0; w < workers; ++w) s += grad_of(w, step, i);
-      g[i] = static_cast<float>(s);
-    }
+    for (size_t i = 0; i < run.arena; ++i) g[i] = sum(step, i);
     rule(p.data(), g.data(), 0, run.arena, step);
   }
   return p;
+}
+
+// The exact sum (in double), rounded once.
+std::vector<float> serial(const Run& run, int workers) {
+  return serial_with(run, [workers](int64_t step, size_t i) {
+    double s = 0;
+    for (int w = 0; w < workers; ++w) s += grad_of(w, step, i);
+    return static_cast<float>(s);
+  });
+}
+
+// The servers' sums in the protocol's order (ps_client.cpp), in float as the
+// exchange takes them: a node's sum ((leader + member 1) + member 2) + … in
+// local-rank order (hybrid; ps: every worker is its own node), then the
+// server's ((sender 0 + sender 1) + …) in world-rank order. `per`: workers
+// per node.
+std::vector<float> serial_in_protocol_order(const Run& run, int workers, int per) {
+  return serial_with(run, [workers, per](int64_t step, size_t i) {
+    float total = 0;
+    for (int leader = 0; leader < workers; leader += per) {
+      float node = grad_of(leader, step, i);
+      for (int m = leader + 1; m < leader + per; ++m) node += grad_of(m, step, i);
+      total = leader == 0 ? node : total + node;
+    }
+    return total;
+  });
 }
 
 // Every worker holds the same bits? (digest compared over the world)
@@ -242,4 +266,31 @@ TEST_CASE("wait policy: auto sleeps only when ranks × threads exceed the cores;
   CHECK(period >= dtrain::comm::kSleepMaxS);
   CHECK(f >= 0.0);
   CHECK(f < 0.5);  // a sleeping wait must not behave like a spinning one
+}
+
+TEST_CASE("ps and hybrid: bitwise the serial sums in the protocol's order, whatever the chunk and piece cut",
+          "[mpi][comm]") {
+  for (const Layout& l : layouts(world_size())) {
+    if (l.mode == Mode::allreduce) continue;
+    INFO("mode " << mode_name(l.mode) << ", ps " << l.ps << ", ranks-per-node " << l.rpn);
+    // 300,000 floats: slices of 75,000 (1 server) or 37,500 floats, returned
+    // in pieces of 65,536 floats (param_piece) or, chunked, of 1000.
+    Run whole, cut;
+    cut.chunk = 1000;
+    cut.seed = 3;
+    int workers = 0;
+    const std::vector<float> pw = train(l, whole, &workers);
+    const std::vector<float> pc = train(l, cut, &workers);
+    REQUIRE(all_ranks(workers == world_size() - l.ps));
+    REQUIRE(all_ranks(returns_for_role(pw, workers, whole.arena) && returns_for_role(pc, workers, cut.arena)));
+    bool ok = true;
+    if (is_worker(workers)) {
+      const int per = l.mode == Mode::ps ? 1 : l.rpn > 0 ? l.rpn : workers;
+      const std::vector<float> want = serial_in_protocol_order(whole, workers, per);
+      CHECK(pw == want);
+      CHECK(pc == want);
+      ok = pw == want && pc == want;
+    }
+    REQUIRE(all_ranks(ok));
+  }
 }

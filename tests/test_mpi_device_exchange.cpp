@@ -3,7 +3,8 @@
 //
 // Reducer: reduce_to_leader equals the sum a single rank computes in local-rank
 // order, bit for bit; broadcast copies the leader's bits; allreduce gives the
-// ring's bits on every rank — on real and on virtual nodes, with chunking.
+// workers' allreduce's bits (allreduce.hpp) on every rank — on real and on
+// virtual nodes, with chunking.
 // Exchange: the arena lives in a fake device (separate vectors reached only
 // through the download/upload hooks, staging buffers from a host_alloc that
 // fills them with NaN) and every layout of test_mpi_comm_modes.cpp, with the
@@ -20,7 +21,7 @@
 
 #include "comm/exchange.hpp"
 #include "comm/intra_node.hpp"
-#include "comm/ring_allreduce.hpp"
+#include "comm/allreduce.hpp"
 #include "comm/topology.hpp"
 #include "core/error.hpp"
 #include "mpi_util.hpp"
@@ -28,6 +29,7 @@
 using namespace dtrain::comm;
 
 namespace {
+using dtrain::test::same_bits;
 using dtrain::test::world_rank;
 using dtrain::test::world_size;
 
@@ -42,13 +44,10 @@ bool all_ranks(bool v) {
   return out == 1;
 }
 
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
 
 }  // namespace
 
-TEST_CASE("intra-node reducer (mpi): the 1-rank sum in local-rank order, bitwise; broadcast; allreduce = ring",
+TEST_CASE("intra-node reducer (mpi): the 1-rank sum in local-rank order, bitwise; broadcast; allreduce = workers' allreduce",
           "[mpi][comm][device]") {
   const int ws = world_size();
   std::vector<int> rpns{0};
@@ -94,8 +93,8 @@ TEST_CASE("intra-node reducer (mpi): the 1-rank sum in local-rank order, bitwise
 
       for (size_t i = 0; i < n; ++i) buf[i] = mine[i] = value(lr, 2, i);
       red->allreduce(buf.data(), n);
-      detail::RingAllreduce ring(topo.node_comm(), chunk);
-      ring.allreduce(mine.data(), n);
+      detail::Allreduce workers_allreduce(topo.node_comm(), chunk);  // the workers' algorithm for this count
+      workers_allreduce.allreduce(mine.data(), n);
       double worst = 0;
       for (size_t i = 0; i < n; ++i) {
         double s = 0;

@@ -56,28 +56,36 @@ tree_after=$(find . | sort)
 expect_exit 2 "SLURM_NTASKS" -- env SLURM_NTASKS=4 "$DTRAIN" train "${args[@]}"
 # A rank that stalls (SIGSTOP) instead of dying: the others give up after
 # --comm-timeout and abort the job; nothing hangs, nothing is left behind.
-start=$(date +%s)
-( set +e; mpirun -np 5 --oversubscribe --bind-to none "$DTRAIN" train "${args[@]}" --minibatch 16 --mode hybrid --ps 1 \
-    --ranks-per-node 2 --comm-timeout 5 > "$SCRATCH/stall.log" 2>&1; echo "rc=$?" >> "$SCRATCH/stall.log" ) &
-job=$!
-server=""
-for _ in $(seq 1 100); do  # find world rank 4 (the server) once it runs
-  for p in $(pgrep -f "$DTRAIN train"); do
-    tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=4" && server=$p
+# stall WHO RANK NP LAYOUT...: stop world rank RANK (named WHO) of an NP-rank job.
+stall() {
+  local who=$1 rank=$2 np=$3; shift 3
+  local start job victim="" took rc_line log="$SCRATCH/stall.$rank.$np.log"
+  start=$(date +%s)
+  ( set +e; mpirun -np "$np" --oversubscribe --bind-to none "$DTRAIN" train "${args[@]}" --minibatch 16 "$@" \
+      --comm-timeout 5 > "$log" 2>&1; echo "rc=$?" >> "$log" ) &
+  job=$!
+  for _ in $(seq 1 100); do  # find the rank once it runs
+    for p in $(pgrep -f "$DTRAIN train"); do
+      tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$rank" && victim=$p
+    done
+    [ -n "$victim" ] && grep -q "steps/epoch" "$log" 2>/dev/null && break
+    sleep 0.2
   done
-  [ -n "$server" ] && grep -q "steps/epoch" "$SCRATCH/stall.log" 2>/dev/null && break
-  sleep 0.2
-done
-[ -n "$server" ] || fail "server rank not found"
-sleep 1
-kill -STOP "$server"
-wait "$job" || true
-took=$(( $(date +%s) - start ))
-grep -q "did not complete within 5 s" "$SCRATCH/stall.log" || fail "no timeout message: $(tail -5 "$SCRATCH/stall.log")"
-rc_line=$(grep "^rc=" "$SCRATCH/stall.log" || true)
-[ -n "$rc_line" ] || fail "the stalled job's exit code was not recorded: $(tail -5 "$SCRATCH/stall.log")"
-[ "$rc_line" != "rc=0" ] || fail "a stalled job exited 0"
-[ "$took" -le 60 ] || fail "the stalled job took $took s to end"
-sleep 1
-if pgrep -f "$DTRAIN train" >/dev/null; then pkill -KILL -f "$DTRAIN train"; fail "processes left behind after a stall"; fi
-echo "ok: a stalled server ended the job in $took s"
+  [ -n "$victim" ] || fail "$who (rank $rank) not found"
+  sleep 1
+  kill -STOP "$victim"
+  wait "$job" || true
+  took=$(( $(date +%s) - start ))
+  grep -q "did not complete within 5 s" "$log" || fail "no timeout message: $(tail -5 "$log")"
+  rc_line=$(grep "^rc=" "$log" || true)
+  [ -n "$rc_line" ] || fail "the stalled job's exit code was not recorded: $(tail -5 "$log")"
+  [ "$rc_line" != "rc=0" ] || fail "a stalled job exited 0"
+  [ "$took" -le 60 ] || fail "the stalled job took $took s to end"
+  sleep 1
+  if pgrep -f "$DTRAIN train" >/dev/null; then pkill -KILL -f "$DTRAIN train"; fail "processes left behind after a stall"; fi
+  echo "ok: a stalled $who ended the job in $took s"
+}
+stall server 4 5 --mode hybrid --ps 1 --ranks-per-node 2
+# LeNet-5's arena is one allreduce bucket: its steps run inline in finish_step
+# (comm/exchange.hpp), under the same --comm-timeout.
+stall "worker (inline allreduce steps)" 1 2 --mode allreduce
