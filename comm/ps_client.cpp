@@ -13,7 +13,7 @@
 //   ps, every worker (a sender):
 //     → each server:  control message s                       (tag 0, ps_comm)
 //     as soon as slice j is completely ready (watermark ≤ begin_j):
-//     → server(j):    G(j)                                    (tag_grad(j, s))
+//     → server(j):    G(j), in pieces of param_piece floats   (tag_grad(j, s))
 //     ← server(j):    new params into P(j), in pieces of       (tag_param(j, s))
 //                     param_piece floats; then put_params
 //
@@ -28,7 +28,7 @@
 //                      buffer per member (a member never waits for its leader)
 //       when slice j is ready locally and every member's part arrived:
 //                      node_sum[j] = ((G(j) + member 1) + member 2) + …
-//       → server(j):   node_sum[j];  ← server(j): P(j); put_params
+//       → server(j):   node_sum[j] (in pieces);  ← server(j): P(j); put_params
 //       → each member: P(j) as soon as it arrived from the server
 //
 //   hybrid, node reduction on the device (IntraNodeReducer::on_device():
@@ -52,9 +52,10 @@
 //     2. post every gradient receive of the step at once — sender 0's into
 //        gradsum itself, one buffer per further sender — so senders may send
 //        their slices in any order
-//     3. when all senders' parts of slice j are in:
-//          gradsum[j] = ((sender 0 + sender 1) + sender 2) + …, and note
-//          whether it is finite and its Σ g² (8 lanes in a fixed order)
+//     3. when all senders' parts of a piece of slice j are in:
+//          gradsum[piece] = ((sender 0 + sender 1) + sender 2) + …, and its
+//          Σ g² (8 lanes in a fixed order); the step's Σ g² adds the pieces'
+//          in slice and piece order, whatever order they arrived in
 //     4. the joint check: allgather (non-finite?, Σ g²) over the servers;
 //        skip = any non-finite; clip scale from ‖g‖ = √Σ (server order)
 //     5. for each slice j, piece by piece (param_piece floats, chunked.hpp):
@@ -191,7 +192,9 @@ void Exchange::Impl::run_step_ps(int64_t st) {
     const int peer = sender ? topo.server_rank(sl.server) : 0;
     const int peer_world = sender ? peer : node_world[0];
     MPI_Comm comm = sender ? ps_comm : node_comm;
-    detail::isend_chunked(src, sl.count, peer, detail::tag_grad(j, st), comm, chunk, tmp);
+    // To a server in pieces (param_piece), so it sums and squares each as it arrives.
+    detail::isend_chunked(src, sl.count, peer, detail::tag_grad(j, st), comm, sender ? detail::param_piece(chunk) : chunk,
+                          tmp);
     track(j, Ev::send, TK::push, sl.count, peer_world);
     // From a server the slice comes in pieces (param_piece), from the leader whole.
     detail::irecv_chunked(staging.params(p, sl.begin), sl.count, peer, detail::tag_param(j, st), comm,

@@ -9,11 +9,14 @@
 // this server's load. The rule sees the whole arena through params/gradsum
 // but touches only [begin, end); its optimizer state (momentum) lives on the
 // server. Updates wait for the joint check of the whole step (exchange.hpp
-// ServeHooks); after it, the update and the return of the parameters are
-// pipelined piece by piece (kParamPieceFloats, chunked.hpp): piece i+1 is
-// updated while piece i travels, so only the last piece's transfer is exposed.
+// ServeHooks); the gradients come in pieces (kParamPieceFloats, chunked.hpp)
+// and each piece is summed and squared (the check's partial) as soon as it
+// is in, while the next ones travel; after the check, the update and the
+// return of the parameters are pipelined piece by piece: piece i+1 is updated
+// while piece i travels, so only the last piece's transfer is exposed.
 // The cost per step and byte: the receive, one pass that adds the further
-// senders and squares the sum (the check's partial), the update.
+// senders and squares the sum (hidden under the receive but for the last
+// piece), the update.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -94,8 +97,12 @@ ServeEnd detail::serve_ps(const Topology& topo, Mode mode, const ShardMap& map, 
 
   std::vector<int64_t> ctrl(nsend);
   std::vector<MPI_Request> reqs, sends, tmp;
-  std::vector<size_t> owner;  // per receive request: index into `mine`
-  std::vector<size_t> left(mine.size());
+  struct Piece {
+    size_t k, off, n;  // index into `mine`, offset in the slice, floats
+  };
+  std::vector<Piece> pieces;  // of the step's gradient receives
+  std::vector<size_t> owner;  // per receive request: index into `pieces`
+  std::vector<size_t> left;   // per piece: senders' parts not yet in
   std::vector<int> idx;
   std::vector<double> mine_check(2), all_check(2 * static_cast<size_t>(nservers));
   double status[2] = {0, 0};
@@ -127,55 +134,55 @@ ServeEnd detail::serve_ps(const Topology& topo, Mode mode, const ShardMap& map, 
     recv_trace.reset(tl, st);
     send_trace.reset(tl, st);
 
-    // 2. Every receive of the step.
+    // 2. Every receive of the step, in pieces (param_piece, as the senders
+    //    cut their pushes): request → its piece, piece → its slice and offset.
     owner.clear();
+    pieces.clear();
     for (size_t k = 0; k < mine.size(); ++k) {
       const Slice& sl = slices[mine[k]];
-      left[k] = 0;
+      const size_t first = pieces.size();
+      for (size_t off = 0; off < sl.count; off += piece) pieces.push_back({k, off, std::min(piece, sl.count - off)});
       for (size_t s = 0; s < nsend; ++s) {
         float* into = s == 0 ? gsum.get() + sl.begin : bufs[s - 1].get() + local_off[k];
-        detail::irecv_chunked(into, sl.count, from[s], detail::tag_grad(mine[k], st), ps_comm, chunk, tmp);
-        left[k] += tmp.size();
+        detail::irecv_chunked(into, sl.count, from[s], detail::tag_grad(mine[k], st), ps_comm, piece, tmp);
         recv_trace.open(TK::server_recv, tmp.size(), sl.count * sizeof(float), static_cast<int32_t>(mine[k]), from[s]);
-        owner.insert(owner.end(), tmp.size(), k);
+        for (size_t i = 0; i < tmp.size(); ++i) owner.push_back(first + i);
         reqs.insert(reqs.end(), tmp.begin(), tmp.end());
         tmp.clear();
       }
     }
+    left.assign(pieces.size(), nsend);
 
-    // 3. Sum each slice as soon as it is complete (gsum holds sender 0's
-    //    part; the others are added in sender order, the last addition fused
-    //    with the squares); note whether it is finite and its Σ g²
-    //    (sum_squares: a fixed order).
+    // 3. Sum each piece as soon as every sender's part is in (gsum holds
+    //    sender 0's part; the others are added in sender order, the last
+    //    addition fused with the squares), while later pieces still arrive;
+    //    note whether it is finite and its Σ g² (sum_squares: a fixed order).
+    //    The step's Σ g² adds the pieces' in slice and piece order.
     bool bad = false;
-    std::vector<double> sumsq(mine.size(), 0.0);
-    auto sum_slice = [&](size_t k) {
-      const Slice& sl = slices[mine[k]];
-      timeline::Span span(tl, TK::aggregate, st, sl.count * sizeof(float) * nsend, static_cast<int32_t>(mine[k]));
-      float* g = gsum.get() + sl.begin;
+    std::vector<double> sumsq(pieces.size(), 0.0);
+    auto sum_piece = [&](size_t id) {
+      const Piece& pc = pieces[id];
+      const Slice& sl = slices[mine[pc.k]];
+      timeline::Span span(tl, TK::aggregate, st, pc.n * sizeof(float) * nsend, static_cast<int32_t>(mine[pc.k]));
+      float* g = gsum.get() + sl.begin + pc.off;
       for (size_t s = 1; s + 1 < nsend; ++s) {
-        const float* b = bufs[s - 1].get() + local_off[k];
-        for (size_t e = 0; e < sl.count; ++e) g[e] += b[e];
+        const float* b = bufs[s - 1].get() + local_off[pc.k] + pc.off;
+        for (size_t e = 0; e < pc.n; ++e) g[e] += b[e];
       }
-      const double q = nsend > 1 ? add_and_sum_squares(g, bufs[nsend - 2].get() + local_off[k], sl.count)
-                                 : sum_squares(g, sl.count);
+      const double q = nsend > 1 ? add_and_sum_squares(g, bufs[nsend - 2].get() + local_off[pc.k] + pc.off, pc.n)
+                                 : sum_squares(g, pc.n);
       if (!std::isfinite(q)) bad = true;  // an Inf or NaN element makes Σ g² non-finite
-      sumsq[k] = q;
+      sumsq[id] = q;
     };
     size_t done = 0;
-    for (size_t k = 0; k < mine.size(); ++k)
-      if (left[k] == 0) {  // an empty slice
-        sum_slice(k);
-        ++done;
-      }
-    while (done < mine.size()) {
+    while (done < pieces.size()) {
       const int count = detail::wait_some(reqs, idx);
       DT_CHECK(count != MPI_UNDEFINED, "parameter server ", me, ": step ", st, " lost track of its receives");
       for (int c = 0; c < count; ++c) {
         recv_trace.completed(idx[static_cast<size_t>(c)]);
-        const size_t k = owner[static_cast<size_t>(idx[static_cast<size_t>(c)])];
-        if (--left[k] == 0) {
-          sum_slice(k);
+        const size_t id = owner[static_cast<size_t>(idx[static_cast<size_t>(c)])];
+        if (--left[id] == 0) {
+          sum_piece(id);
           ++done;
         }
       }
