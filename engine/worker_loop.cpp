@@ -328,7 +328,7 @@ bool WorkerLoop::check_local_gradient(double* norm) {
   bool bad = false;
   double sumsq = 0;
   with_host_copy(*job_.backend, net.grads().data(), n, /*write_back=*/false, [&](float* g) {
-    for (size_t i = 0; i < n; ++i) sumsq += static_cast<double>(g[i]) * g[i];
+    sumsq = layers::sum_of_squares(g, n);  // all threads, in a fixed order
     bad = !std::isfinite(sumsq);
   });
   *norm = bad ? std::numeric_limits<double>::infinity() : std::sqrt(sumsq);

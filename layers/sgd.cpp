@@ -46,6 +46,29 @@ float linear_scaled_lr(float base_lr, int base_batch, int global_batch) {
   return base_lr * static_cast<float>(global_batch) / static_cast<float>(base_batch);
 }
 
+double sum_of_squares(const float* x, size_t n) {
+  constexpr size_t kBlock = size_t{1} << 14, kLanes = 8;
+  const size_t blocks = (n + kBlock - 1) / kBlock;
+  std::vector<double> part(blocks);
+  const ptrdiff_t nb = static_cast<ptrdiff_t>(blocks);
+#pragma omp parallel for schedule(static) if (n >= 4 * kBlock)
+  for (ptrdiff_t b = 0; b < nb; ++b) {
+    const float* p = x + static_cast<size_t>(b) * kBlock;
+    const size_t m = std::min(kBlock, n - static_cast<size_t>(b) * kBlock);
+    double lane[kLanes] = {};
+    size_t e = 0;
+    for (; e + kLanes <= m; e += kLanes)
+      for (size_t l = 0; l < kLanes; ++l) lane[l] += static_cast<double>(p[e + l]) * p[e + l];
+    for (size_t l = 0; e < m; ++e, ++l) lane[l] += static_cast<double>(p[e]) * p[e];
+    double s = 0;
+    for (double v : lane) s += v;
+    part[static_cast<size_t>(b)] = s;
+  }
+  double total = 0;
+  for (double v : part) total += v;
+  return total;
+}
+
 Sgd::Sgd(Backend& backend, SgdOptions o, std::vector<ParamRange> ranges, size_t arena_count)
     : backend_(backend), o_(o), ranges_(std::move(ranges)), count_(arena_count) {
   mom_ = backend_.allocate(std::max<size_t>(count_, 1));

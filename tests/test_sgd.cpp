@@ -2,6 +2,9 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <limits>
+#include <thread>
+#include <vector>
 
 #include "layers/cpu/reference.hpp"
 #include "layers/sgd.hpp"
@@ -110,4 +113,28 @@ TEST_CASE("step schedule with milestones: gamma at each milestone, composed with
   s.warmup_steps = 0;
   CHECK(s.at(6) == Approx(0.4f));
   CHECK(s.at(7) == Approx(0.04f));
+}
+
+TEST_CASE("sum_of_squares: the double sum, the same bits at every thread count, non-finite on Inf or NaN",
+          "[sgd]") {
+  const size_t n = (size_t{1} << 18) + 13;  // many blocks and a ragged end
+  std::vector<float> x(n);
+  for (size_t i = 0; i < n; ++i) x[i] = std::sin(0.37f * static_cast<float>(i)) * (1.0f + static_cast<float>(i % 7));
+  long double want = 0;
+  for (float v : x) want += static_cast<long double>(v) * v;
+  const int restore = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  set_cpu_threads(1);
+  const double one = sum_of_squares(x.data(), n);
+  CHECK(one == Approx(static_cast<double>(want)).epsilon(1e-12));
+  for (int t : {2, 3}) {
+    set_cpu_threads(t);
+    CHECK(sum_of_squares(x.data(), n) == one);  // bitwise
+  }
+  set_cpu_threads(restore);
+  CHECK(sum_of_squares(x.data(), 5) == Approx(0.0 + x[1] * x[1] + x[2] * x[2] + x[3] * x[3] + x[4] * x[4]));
+  CHECK(sum_of_squares(x.data(), 0) == 0.0);
+  x[n / 2] = std::numeric_limits<float>::quiet_NaN();
+  CHECK_FALSE(std::isfinite(sum_of_squares(x.data(), n)));
+  x[n / 2] = std::numeric_limits<float>::infinity();
+  CHECK_FALSE(std::isfinite(sum_of_squares(x.data(), n)));
 }
