@@ -3,6 +3,12 @@
 // and the point-to-point limit (a ping-pong of the same size between world
 // ranks 0 and 1).
 //
+// Each size is measured in --pairs rounds (default 3); a round times every
+// column once, back to back (median of --iters operations each). Times are
+// the medians over the rounds; `ratio` and `ps % of pp` are the medians of
+// each round's own ratio, so a drift of the machine's speed between rounds
+// (this VM's ping-pong bandwidth moves by 2× between runs) cancels.
+//
 // Figures per message size S bytes (t = median time of one operation):
 //   algbw = S / t
 //   busbw (allreduce) = algbw · 2(n−1)/n   (NCCL's convention: the bytes each
@@ -160,15 +166,16 @@ int bench_links(int rpn, size_t bytes, int rank) {
 }  // namespace
 
 int cmd_bench_comm(const std::vector<std::string>& args) {
-  int ps = 0, rpn = 0, iters = 5;
+  int ps = 0, rpn = 0, iters = 5, pairs = 3;
   bool links = false, algorithms = false;
   double min_kb = 4, max_mb = 256;
-  po::options_description desc("dtrain bench comm [--ps N] [--ranks-per-node K] [--min-kb 4] [--max-mb 256] [--iters 5] [--algorithms | --links]");
+  po::options_description desc("dtrain bench comm [--ps N] [--ranks-per-node K] [--min-kb 4] [--max-mb 256] [--iters 5] [--pairs 3] [--algorithms | --links]");
   desc.add_options()("help,h", "this help")("ps", po::value(&ps)->default_value(0), "servers for the ps and hybrid rows (0: world/4, at least 1)")(
       "ranks-per-node", po::value(&rpn)->default_value(0), "virtual nodes for hybrid (0: real nodes)")(
       "min-kb", po::value(&min_kb)->default_value(4), "smallest message, KiB")(
       "max-mb", po::value(&max_mb)->default_value(256), "largest message, MiB")(
       "iters", po::value(&iters)->default_value(5), "timed repetitions per size (median)")(
+      "pairs", po::value(&pairs)->default_value(3), "rounds per size, each timing every column once (medians; ratios per round)")(
       "links", po::bool_switch(&links), "only the intra- and inter-node ping-pong links (latency, Gb/s) at --max-mb")(
       "algorithms", po::bool_switch(&algorithms),
       "only the allreduce algorithms (MPI_Allreduce, recursive doubling, ring) per size, x2 steps: the crossover table");
@@ -182,6 +189,7 @@ int cmd_bench_comm(const std::vector<std::string>& args) {
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   if (size < 2) DT_USAGE("dtrain bench comm needs at least 2 ranks (mpirun -np N)");
   if (iters < 1) DT_USAGE("dtrain bench comm: option 'iters' must be >= 1");
+  if (pairs < 1) DT_USAGE("dtrain bench comm: option 'pairs' must be >= 1");
   if (!(min_kb >= 1.0 / 256) || !(max_mb * 1024 >= min_kb) || max_mb > 4096)
     DT_USAGE("dtrain bench comm: options 'min-kb' and 'max-mb' must satisfy 1/256 <= min-kb <= 1024·max-mb, max-mb <= 4096");
   comm::check_launcher(size);
@@ -202,22 +210,25 @@ int cmd_bench_comm(const std::vector<std::string>& args) {
   for (double bytes = min_kb * 1024; bytes <= max_mb * 1048576.0 + 1; bytes *= 4) {
     size_t floats = static_cast<size_t>(bytes) / 4;
     int it = bytes >= 64.0 * 1048576 ? std::max(2, iters / 2) : iters;
-    double t_mpi = time_mpi_allreduce(MPI_COMM_WORLD, floats, it);
-    double t_ar = time_exchange(all, comm::Mode::allreduce, floats, it);
-    double t_pp = comm::pingpong_seconds(MPI_COMM_WORLD, 0, 1, static_cast<size_t>(bytes), it);
-    double t_ps = 0, t_hy = 0;
-    if (with_ps) {
-      t_ps = time_exchange(*servers, comm::Mode::ps, floats, it);
-      t_hy = time_exchange(*servers, comm::Mode::hybrid, floats, it);
+    const double per_server = with_ps ? static_cast<double>(servers->num_workers()) / servers->num_servers() : 0;
+    std::vector<double> mpi, ar, pps, pss, hys, ratios, pcts;
+    for (int r = 0; r < pairs; ++r) {
+      mpi.push_back(time_mpi_allreduce(MPI_COMM_WORLD, floats, it));
+      ar.push_back(time_exchange(all, comm::Mode::allreduce, floats, it));
+      pps.push_back(comm::pingpong_seconds(MPI_COMM_WORLD, 0, 1, static_cast<size_t>(bytes), it));
+      pss.push_back(with_ps ? time_exchange(*servers, comm::Mode::ps, floats, it) : 0);
+      hys.push_back(with_ps ? time_exchange(*servers, comm::Mode::hybrid, floats, it) : 0);
+      ratios.push_back(mpi.back() / ar.back());
+      pcts.push_back(with_ps ? 100 * 2 * pps.back() * per_server / pss.back() : 0);  // (2·S·W / (N_ps·B_pp)) / t_ps
     }
+    const double t_mpi = median(mpi), t_ar = median(ar), t_pp = median(pps), t_ps = median(pss), t_hy = median(hys);
     if (rank == 0) {
       double busbw = bytes / t_ar * 2 * (n - 1) / n / 1e9;
       double pp = bytes / t_pp / 1e9;
       const std::string label = size_label(bytes);
-      const double per_server = with_ps ? static_cast<double>(servers->num_workers()) / servers->num_servers() : 0;
-      const double ps_pct = with_ps ? 100 * 2 * t_pp * per_server / t_ps : 0;  // (2·S·W / (N_ps·B_pp)) / t_ps
+      const double ps_pct = median(pcts);
       std::printf("%10s %12.3f %12.3f %10.2f %12.2f %12.2f %8.2f %10.3f %8.0f %10.3f\n", label.c_str(), 1e3 * t_mpi,
-                  1e3 * t_ar, t_mpi / t_ar, busbw, pp, busbw / pp, 1e3 * t_ps, ps_pct, 1e3 * t_hy);
+                  1e3 * t_ar, median(ratios), busbw, pp, busbw / pp, 1e3 * t_ps, ps_pct, 1e3 * t_hy);
       std::fflush(stdout);
     }
   }

@@ -26,7 +26,7 @@ for r in 0 1 2 3; do
 done
 echo "ok: a usage error under mpirun -np 4: one message, every rank exit 2, no MPI_Abort"
 # The same for a bad value found later in validation (dataset smaller than one global batch), in tune and bench.
-for cmd in "train --job $J ${data[*]} --minibatch 40000" "tune --job $J ${data[*]} --nodes 0" "bench comm --iters 0"; do
+for cmd in "train --job $J ${data[*]} --minibatch 40000" "tune --job $J ${data[*]} --nodes 0" "bench comm --iters 0" "bench comm --pairs 0"; do
   out=$(mpirun -np 4 --oversubscribe --bind-to none "$DTRAIN" $cmd 2>&1) && rc=0 || rc=$?
   [ "$rc" = 2 ] || fail "dtrain $cmd under mpirun: exit $rc, wanted 2: $out"
   n=$(grep -c "dtrain: error:" <<<"$out" || true)
