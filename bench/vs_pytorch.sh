@@ -28,7 +28,7 @@
 #                            [--precisions fp32,bf16] [--workdir /tmp/dtrain-bench] [--quick]
 #   --python may be given several times: one PyTorch peer per interpreter
 #   (default: Debian's /usr/bin/python3 with python3-torch 1.13).
-#   --quick: 1 repeat and fewer steps (a smoke run, not a measurement).
+#   --quick: fewer steps and 1 repeat unless --repeats is given (a smoke run, not a measurement).
 # Not part of ctest. Needs python3-torch, python3-torchvision and python3-h5py
 # (DTRAIN_BENCH_DEPS=1 scripts/setup-deps.sh).
 set -euo pipefail
@@ -47,16 +47,18 @@ while [ $# -gt 0 ]; do
     --dtrain) dtrain=$2; shift 2 ;;
     --before) before=$2; shift 2 ;;
     --python) pythons+=("$2"); shift 2 ;;
-    --repeats) repeats=$2; shift 2 ;;
+    --repeats) repeats=$2; repeats_set=1; shift 2 ;;
     --models) models=$2; shift 2 ;;
     --precisions) precisions=$2; shift 2 ;;
     --workdir) workdir=$2; shift 2 ;;
-    --quick) quick=1; repeats=1; shift ;;
+    --quick) quick=1; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "vs_pytorch: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
 [ ${#pythons[@]} -eq 0 ] && pythons=(/usr/bin/python3)
+[ $quick = 1 ] && [ -z "${repeats_set:-}" ] && repeats=1  # --quick: 1 repeat unless --repeats says otherwise
+[[ "$repeats" =~ ^[1-9][0-9]*$ ]] || { echo "vs_pytorch: --repeats '$repeats': expected a whole number >= 1" >&2; exit 2; }
 [ -x "$dtrain" ] || { echo "vs_pytorch: $dtrain not found; build it (scripts/build.sh)" >&2; exit 2; }
 [ -z "$before" ] || [ -x "$before" ] || { echo "vs_pytorch: --before $before is not an executable" >&2; exit 2; }
 for py in "${pythons[@]}"; do

@@ -192,6 +192,10 @@ int cmd_bench_comm(const std::vector<std::string>& args) {
   if (pairs < 1) DT_USAGE("dtrain bench comm: option 'pairs' must be >= 1");
   if (!(min_kb >= 1.0 / 256) || !(max_mb * 1024 >= min_kb) || max_mb > 4096)
     DT_USAGE("dtrain bench comm: options 'min-kb' and 'max-mb' must satisfy 1/256 <= min-kb <= 1024·max-mb, max-mb <= 4096");
+  if (ps >= size)
+    DT_USAGE("dtrain bench comm: option 'ps' = ", ps, " leaves no worker in ", size, " ranks (at most ", size - 1, ")");
+  if ((links || algorithms) && !vm["pairs"].defaulted())
+    DT_USAGE("dtrain bench comm: option 'pairs' applies to the exchange table, not to --", links ? "links" : "algorithms");
   comm::check_launcher(size);
   if (links) return bench_links(rpn, static_cast<size_t>(max_mb * 1048576.0), rank);
   if (algorithms) return bench_algorithms(min_kb * 1024, max_mb * 1048576.0, iters, rank, size);

@@ -24,13 +24,16 @@
 // (formats, fused ReLUs, conversions). --json appends one JSON object.
 #include <algorithm>
 #include <boost/program_options.hpp>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
+#include <tuple>
 
 #include "core/error.hpp"
 #include "engine/commands.hpp"
@@ -74,8 +77,21 @@ int cmd_bench_compute(const std::vector<std::string>& args) {
     std::cout << desc;
     return kExitOk;
   }
-  if (minibatch < 1 || threads < 1 || steps < 1 || warmup < 0)
-    DT_USAGE("dtrain bench compute: minibatch, threads and steps must be >= 1, warmup >= 0");
+  for (auto [name, value, least] : {std::tuple{"minibatch", minibatch, 1}, std::tuple{"threads", threads, 1},
+                                     std::tuple{"steps", steps, 1}, std::tuple{"warmup", warmup, 0}})
+    if (value < least) DT_USAGE("dtrain bench compute: option '", name, "' = ", value, ": must be >= ", least);
+  if (peak_only && no_peak) DT_USAGE("dtrain bench compute: options 'peak-only' and 'no-peak' exclude each other");
+  // The JSON file is opened before any work, so a path that cannot be written is
+  // refused at once, not after the run; every record is checked when written.
+  std::ofstream json_out;
+  if (!json.empty()) {
+    json_out.open(json, std::ios::app);
+    if (!json_out) DT_USAGE("dtrain bench compute: option 'json': cannot open '", json, "' for appending: ", std::strerror(errno));
+  }
+  auto write_json = [&](const nlohmann::json& j) {
+    json_out << j.dump() << "\n" << std::flush;
+    if (!json_out) DT_FAIL("dtrain bench compute: writing to '", json, "' failed: ", std::strerror(errno));
+  };
   const layers::DType prec = layers::parse_precision(precision);
   layers::set_cpu_threads(threads);
   if (peak_only) {
@@ -83,10 +99,7 @@ int cmd_bench_compute(const std::vector<std::string>& args) {
     std::printf("GEMM peak: %.1f GFLOP/s (oneDNN matmul 2048³ %s, %d thread(s))\n", peak, layers::dtype_name(prec),
                 threads);
     if (!json.empty())
-      std::ofstream(json, std::ios::app) << nlohmann::json{{"kind", "gemm_peak"}, {"precision", precision},
-                                                           {"threads", threads}, {"gemm_peak_gflops", peak}}
-                                                .dump()
-                                         << "\n";
+      write_json({{"kind", "gemm_peak"}, {"precision", precision}, {"threads", threads}, {"gemm_peak_gflops", peak}});
     return kExitOk;
   }
   auto backend = layers::make_backend(backend_name);
@@ -169,7 +182,7 @@ int cmd_bench_compute(const std::vector<std::string>& args) {
                         {"step_ms", med * 1e3},    {"images_per_s", minibatch / med},
                         {"train_gflop", train_flops / 1e9}, {"gflops", gflops}, {"gemm_peak_gflops", peak},
                         {"sgd_ms", sgd_s / steps * 1e3}, {"fuse", !no_fuse}, {"any_format", !plain}};
-    std::ofstream(json, std::ios::app) << j.dump() << "\n";
+    write_json(j);
   }
   return kExitOk;
 }

@@ -14,6 +14,7 @@
 
 #include "core/error.hpp"
 #include "core/format.hpp"
+#include "layers/format.hpp"
 #include "core/hash.hpp"
 #include "core/log.hpp"
 #include "engine/exit.hpp"
@@ -273,6 +274,9 @@ bool Checkpointer::prepare() {
       if (was != now) changes += (changes.empty() ? "" : ", ") + what + " " + was + " → " + now;
     };
     note("lr-schedule", str("lr_schedule"), lr_schedule_name(cfg.lr_schedule));
+    // The master weights and optimizer state are f32 in either precision, so a
+    // checkpoint resumes in the other one; the change is said (older ones lack it).
+    if (s.strings.count("precision")) note("precision", s.strings.at("precision"), layers::precision_name(cfg.precision));
     note("planned steps", std::to_string(get_int(s, path, "planned_steps")), std::to_string(job_.planned_steps()));
     const int64_t st = get_int(s, path, "step");
     if (st < job_.planned_steps() && std::isfinite(real("lr")))
@@ -470,6 +474,7 @@ void Checkpointer::take(const LoopState& st, comm::Exchange* ex, bool final) {
   s.strings = {{"model", cfg.model},
                {"mode", comm::mode_name(cfg.mode)},
                {"lr_schedule", lr_schedule_name(cfg.lr_schedule)},
+               {"precision", layers::precision_name(cfg.precision)},
                {"rng", "counter-based: every stream is a function of (seed, epoch, sample) or (seed, step, worker)"}};
   writer_->submit(st.step, std::move(s), now_s() - t0);
   if (final) writer_->wait_idle();

@@ -29,7 +29,7 @@ void widen_initial_thread() {
   }
 }
 
-std::vector<int> owned_cpus(MPI_Comm world) {
+HostCpus host_cpus(MPI_Comm world) {
   MPI_Comm host = MPI_COMM_NULL;
   DT_CHECK_MPI(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host));
   int n = 1, me = 0;
@@ -44,12 +44,16 @@ std::vector<int> owned_cpus(MPI_Comm world) {
   const int rc = MPI_Allgather(bits.data(), kMaxCpus / 8, MPI_BYTE, all.data(), kMaxCpus / 8, MPI_BYTE, host);
   MPI_Comm_free(&host);
   DT_CHECK_MPI(rc);
+  HostCpus h{mine, 1};
   for (int r = 0; r < n; ++r) {
     if (r == me) continue;
     for (int i = 0; i < kMaxCpus / 8; ++i)
-      if (all[static_cast<size_t>(r) * kMaxCpus / 8 + static_cast<size_t>(i)] & bits[static_cast<size_t>(i)]) return {};
+      if (all[static_cast<size_t>(r) * kMaxCpus / 8 + static_cast<size_t>(i)] & bits[static_cast<size_t>(i)]) {
+        ++h.sharers;
+        break;
+      }
   }
-  return mine;
+  return h;
 }
 
 namespace {

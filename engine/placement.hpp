@@ -22,6 +22,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <vector>
 
 namespace dtrain::engine {
@@ -31,12 +32,26 @@ class TrainJob;
 void widen_initial_thread();
 void log_placement(const TrainJob& job);
 
-// The CPUs this rank owns: its CPU set when no other rank on its host (an
-// MPI_COMM_TYPE_SHARED split of `world`, collective) may run on any of them
-// (the launcher or Slurm bound the ranks apart, or it is the host's only
-// rank), else {} (shared CPUs: pinning would stack ranks' threads). The
-// trainer pins its compute team to them (layers::pin_cpu_threads) when the
-// OpenMP runtime binds nothing itself (no OMP_PROC_BIND).
-std::vector<int> owned_cpus(MPI_Comm world);
+// This rank's CPUs and who else may run on them, from every rank's CPU set on
+// its host (an MPI_COMM_TYPE_SHARED split of `world`, collective).
+//   cpus:    this rank's CPU set (sched_getaffinity), ascending.
+//   sharers: the ranks of the host whose sets overlap it, this one included
+//            (1: the launcher or Slurm bound the ranks apart, or it is the
+//            host's only rank).
+//   owned(): cpus when sharers == 1, else {} (shared CPUs: pinning would stack
+//            ranks' threads). The trainer pins its compute team to them
+//            (layers::pin_cpu_threads) when the OpenMP runtime binds nothing
+//            itself (no OMP_PROC_BIND).
+//   share(): cpus / sharers, at least 1: the CPUs the default thread counts
+//            spread over (engine/train_job.hpp choose_thread_counts) — so a
+//            rank that `mpirun` bound to one core, or started under `taskset`,
+//            does not run more compute threads than it has CPUs.
+struct HostCpus {
+  std::vector<int> cpus;
+  int sharers = 1;
+  std::vector<int> owned() const { return sharers == 1 ? cpus : std::vector<int>{}; }
+  int share() const { return std::max(1, static_cast<int>(cpus.size()) / std::max(1, sharers)); }
+};
+HostCpus host_cpus(MPI_Comm world);
 
 }  // namespace dtrain::engine

@@ -173,7 +173,7 @@ bool FailureInjection::fire() const {
   return false;
 }
 
-io::TaskCpuSplit choose_thread_counts(const TrainConfig& cfg, int ranks_here) {
+io::TaskCpuSplit choose_thread_counts(const TrainConfig& cfg, int ranks_here, int cpus_here) {
   io::TaskCpuSplit s;
   if (auto c = settings::slurm_cpus_per_task(); c && *c > 0) {
     const io::TaskCpuSplit t = io::split_task_cpus(*c, cfg.device == Device::cuda);
@@ -185,21 +185,26 @@ io::TaskCpuSplit choose_thread_counts(const TrainConfig& cfg, int ranks_here) {
                                        : t.loaders;
     return s;
   }
-  s.compute = cfg.threads > 0 ? cfg.threads : std::max(1, hardware_threads() / std::max(1, ranks_here));
-  s.loaders = cfg.loader_threads > 0 ? cfg.loader_threads : io::default_loader_threads(ranks_here);
+  const int per_rank = cpus_here > 0 ? cpus_here : std::max(1, hardware_threads() / std::max(1, ranks_here));
+  s.compute = cfg.threads > 0 ? cfg.threads : per_rank;
+  s.loaders = cfg.loader_threads > 0 ? cfg.loader_threads
+              : cpus_here > 0        ? std::min(cpus_here, io::default_loader_threads(ranks_here))
+                                     : io::default_loader_threads(ranks_here);
   return s;
 }
 
 TrainJob::TrainJob(const TrainConfig& c, MPI_Comm world) : cfg(c), topo(world, topology_options(c, world)) {
   world_size = topo.size();
-  const io::TaskCpuSplit split = choose_thread_counts(cfg, topo.ranks_on_host());
+  // Every rank's CPU set on this host (collective): the default thread counts
+  // spread over this rank's share of it, and a rank that owns its CPUs pins.
+  const HostCpus cpus = host_cpus(world);
+  const io::TaskCpuSplit split = choose_thread_counts(cfg, topo.ranks_on_host(), cpus.share());
   threads = split.compute;
   loader_threads = split.loaders;
   layers::set_cpu_threads(threads);
   // Compute threads pinned to the cores the rank owns (engine/placement.hpp),
   // unless OMP_PROC_BIND has the runtime bind them.
-  const std::vector<int> owned = owned_cpus(world);
-  if (threads > 1 && layers::cpu_place_cpus().empty()) pinned = layers::pin_cpu_threads(owned);
+  if (threads > 1 && layers::cpu_place_cpus().empty()) pinned = layers::pin_cpu_threads(cpus.owned());
   comm::set_wait_policy(cfg.wait_policy ? *cfg.wait_policy
                                         : comm::choose_wait_policy("auto", topo.ranks_on_host(), threads,
                                                                    hardware_threads()));

@@ -63,9 +63,12 @@ struct FailureInjection {
 
 // Compute and loader threads of a rank: the job's (threads, loader-threads);
 // else, under Slurm, the task's SLURM_CPUS_PER_TASK shared between them
-// (io::split_task_cpus, less what the job fixed of either); else the host's
-// cores / the ranks on it for compute, io::default_loader_threads for loading.
-io::TaskCpuSplit choose_thread_counts(const TrainConfig& cfg, int ranks_here);
+// (io::split_task_cpus, less what the job fixed of either); else, for compute,
+// `cpus_here` when > 0 (the rank's share of its CPU set, HostCpus::share in
+// engine/placement.hpp: a rank bound to one core computes on one thread) or
+// the host's cores / the ranks on it; for loading io::default_loader_threads,
+// at most `cpus_here` when > 0.
+io::TaskCpuSplit choose_thread_counts(const TrainConfig& cfg, int ranks_here, int cpus_here = 0);
 
 class TrainJob {
  public:

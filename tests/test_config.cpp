@@ -3,9 +3,11 @@
 
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "core/error.hpp"
 #include "engine/config.hpp"
+#include "engine/train_job.hpp"
 #include "tests/config_test_util.hpp"
 
 using dtrain::engine::TrainConfig;
@@ -199,4 +201,33 @@ TEST_CASE("lr-milestones: increasing epochs > 0, exactly one of it and lr-step-e
   CHECK(cos.lr_schedule == Kind::cosine);
   CHECK_THAT(usage_message({"--train-data", "x.h5", "--lr-milestones", "9,3"}), Catch::Contains("lr-milestones"));
   std::filesystem::remove(job);
+}
+
+TEST_CASE("default thread counts follow the rank's share of its CPU set", "[config]") {
+  if (std::getenv("SLURM_CPUS_PER_TASK")) {
+    WARN("SLURM_CPUS_PER_TASK is set: the task's CPUs decide, the share is not used");
+    return;
+  }
+  TrainConfig cfg;
+  // A rank bound to one core (mpirun's default for 1 or 2 ranks, or taskset -c N): one
+  // compute thread and one loader, whatever the host's core count.
+  auto one = dtrain::engine::choose_thread_counts(cfg, 1, 1);
+  CHECK(one.compute == 1);
+  CHECK(one.loaders == 1);
+  // Four CPUs of its own: four compute threads, loaders at most four.
+  auto four = dtrain::engine::choose_thread_counts(cfg, 2, 4);
+  CHECK(four.compute == 4);
+  CHECK(four.loaders >= 1);
+  CHECK(four.loaders <= 4);
+  // The job's own counts win over the share.
+  cfg.threads = 3;
+  cfg.loader_threads = 2;
+  auto fixed = dtrain::engine::choose_thread_counts(cfg, 1, 1);
+  CHECK(fixed.compute == 3);
+  CHECK(fixed.loaders == 2);
+  // No share known (the report's prediction): the host's cores over its ranks.
+  cfg.threads = 0;
+  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  CHECK(dtrain::engine::choose_thread_counts(cfg, 1, 0).compute == hw);
+  CHECK(dtrain::engine::choose_thread_counts(cfg, 1 << 20, 0).compute == 1);
 }

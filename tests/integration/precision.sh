@@ -36,3 +36,12 @@ echo "test accuracy after one epoch on 12k images: fp32 $a32, bf16 $a16"
   fail "bf16 accuracy $a16 (fp32 $a32): below 0.75 or more than 3 points from fp32"
 # The saved parameters are the f32 master weights, close to fp32's after 187 steps.
 "$COMPARE" "$SCRATCH/fp32.h5" "$SCRATCH/bf16.h5" 0.2 || fail "bf16 parameters far from fp32's"
+
+# A bf16 run's checkpoint resumes in fp32 (the master weights and momentum are f32 in
+# either precision), and the change is said, not silent.
+"$DTRAIN" train "${short[@]}" --precision bf16 --max-steps 20 --checkpoint-dir "$SCRATCH/ck" --checkpoint-every-steps 10 \
+  --metrics "" --save-params "" >"$SCRATCH/ck.log" 2>&1 || { cat "$SCRATCH/ck.log"; fail "the bf16 run with checkpoints failed"; }
+out=$("$DTRAIN" train "${short[@]}" --precision fp32 --max-steps 30 --checkpoint-dir "$SCRATCH/ck" --resume auto \
+  --metrics "" --save-params "" 2>&1) || fail "resuming a bf16 checkpoint in fp32 failed: $out"
+grep -q "was taken with another optimisation (.*precision bf16 → fp32" <<<"$out" || fail "the precision change on resume was not said: $out"
+echo "ok: a bf16 checkpoint resumes in fp32, saying so"

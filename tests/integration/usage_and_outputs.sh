@@ -26,7 +26,7 @@ for r in 0 1 2 3; do
 done
 echo "ok: a usage error under mpirun -np 4: one message, every rank exit 2, no MPI_Abort"
 # The same for a bad value found later in validation (dataset smaller than one global batch), in tune and bench.
-for cmd in "train --job $J ${data[*]} --minibatch 40000" "tune --job $J ${data[*]} --nodes 0" "bench comm --iters 0" "bench comm --pairs 0"; do
+for cmd in "train --job $J ${data[*]} --minibatch 40000" "tune --job $J ${data[*]} --nodes 0" "bench comm --iters 0" "bench comm --pairs 0" "bench comm --ps 4"; do
   out=$(mpirun -np 4 --oversubscribe --bind-to none "$DTRAIN" $cmd 2>&1) && rc=0 || rc=$?
   [ "$rc" = 2 ] || fail "dtrain $cmd under mpirun: exit $rc, wanted 2: $out"
   n=$(grep -c "dtrain: error:" <<<"$out" || true)
@@ -110,3 +110,27 @@ help=$("$DTRAIN" train --help)
 grep -q -- "--lr arg (=0.01)" <<<"$help" || fail "lr default not shortest: $(grep -- --lr <<<"$help")"
 grep -q -- "--augment-flip arg (=false)" <<<"$help" || fail "boolean default not true/false: $(grep -- --augment-flip <<<"$help")"
 echo "ok: --help numbers and booleans"
+
+# 6. Default thread counts follow the CPUs the rank may run on: a rank started on one
+#    CPU (taskset, or mpirun's core binding) computes on one thread, not on the host's count.
+cpu=$(taskset -pc $$ | sed 's/.*: *//; s/[-,].*//')
+one=(train --job "$J" "${data[@]}" --max-steps 1 --metrics "" --save-params "" --runs-dir "$SCRATCH/thr")
+out=$(taskset -c "$cpu" "$DTRAIN" "${one[@]}" 2>&1) || fail "a run on one CPU failed: $out"
+grep -qE "rank 0 worker .* cpus $cpu gpu none threads 1 \+ 1 loader" <<<"$out" ||
+  fail "on CPU $cpu alone the placement is not 1 compute + 1 loader thread: $(grep 'rank 0' <<<"$out")"
+out=$(mpirun -np 1 --bind-to core "$DTRAIN" "${one[@]}" 2>&1) || fail "mpirun -np 1 --bind-to core failed: $out"
+grep -qE "rank 0 worker .* threads 1 \+ 1 loader" <<<"$out" ||
+  fail "a rank bound to one core does not compute on one thread: $(grep 'rank 0' <<<"$out")"
+echo "ok: one CPU, one compute thread (taskset and mpirun --bind-to core)"
+
+# 7. dtrain bench compute: its JSON record, and bad values named (exit 2) before any work.
+bc=(bench compute --model lenet5 --no-peak)
+out=$("$DTRAIN" "${bc[@]}" --minibatch 8 --steps 1 --warmup 0 --plan --json "$SCRATCH/bc.jsonl" 2>&1) || fail "bench compute failed: $out"
+grep -q "^plan:" <<<"$out" || fail "bench compute --plan printed no plan: $out"
+/usr/bin/python3 -c "import json,sys; j=json.loads(open(sys.argv[1]).readline()); sys.exit(0 if j['kind']=='bench_compute' and j['model']=='lenet5' and j['minibatch']==8 and j['threads']>=1 and j['images_per_s']>0 else 1)" "$SCRATCH/bc.jsonl" ||
+  fail "bench compute's JSON record: $(cat "$SCRATCH/bc.jsonl")"
+expect_exit 2 "option 'json': cannot open '$SCRATCH/no/such/dir/x.json'" -- "$DTRAIN" "${bc[@]}" --json "$SCRATCH/no/such/dir/x.json"
+expect_exit 2 "option 'minibatch' = 0: must be >= 1" -- "$DTRAIN" "${bc[@]}" --minibatch 0
+expect_exit 2 "option 'warmup' = -1: must be >= 0" -- "$DTRAIN" "${bc[@]}" --warmup -1
+expect_exit 2 "options 'peak-only' and 'no-peak' exclude each other" -- "$DTRAIN" bench compute --peak-only --no-peak
+echo "ok: bench compute's JSON record; bad values named"
