@@ -25,48 +25,10 @@
 #include "comm/chunked.hpp"
 #include "comm/exchange_impl.hpp"
 #include "core/error.hpp"
+#include "core/sum_squares.hpp"
 #include "core/timeline.hpp"
 
 namespace dtrain::comm {
-
-namespace {
-// g[e] += other[e] (Add; without: g is only read), and Σ g[e]² over the
-// result, in double: element e goes to lane e mod 8, the lanes are added in
-// lane order at the end — a fixed order (deterministic, the same on every
-// server), and eight independent chains rather than one, so the pass runs at
-// memory speed instead of one floating-point add latency per element.
-// The same bits on every instruction set: a float times a float is exact in
-// double (24 + 24 significant bits < 53), so each lane's sum rounds the same
-// whether the product and the add are fused or vectorised; hence the AVX2
-// clone next to the baseline x86-64 one (twice the throughput here).
-template <bool Add>
-[[gnu::always_inline]] inline double add_and_sum_squares_impl(float* __restrict g, const float* __restrict other,
-                                                              size_t n) {
-  constexpr size_t kLanes = 8;
-  double lane[kLanes] = {};
-  auto at = [&](size_t e, size_t l) {
-    float v = g[e];
-    if constexpr (Add) g[e] = v = v + other[e];
-    lane[l] += static_cast<double>(v) * v;
-  };
-  size_t e = 0;
-  for (; e + kLanes <= n; e += kLanes)
-    for (size_t l = 0; l < kLanes; ++l) at(e + l, l);
-  for (size_t l = 0; e < n; ++e, ++l) at(e, l);
-  double q = 0;
-  for (double x : lane) q += x;
-  return q;
-}
-#if defined(__x86_64__) && defined(__GNUC__)
-#define DT_SUMSQ_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define DT_SUMSQ_CLONES
-#endif
-DT_SUMSQ_CLONES double add_and_sum_squares(float* g, const float* other, size_t n) {
-  return add_and_sum_squares_impl<true>(g, other, n);
-}
-DT_SUMSQ_CLONES double sum_squares(float* g, size_t n) { return add_and_sum_squares_impl<false>(g, nullptr, n); }
-}  // namespace
 
 ServeEnd detail::serve_ps(const Topology& topo, Mode mode, const ShardMap& map, MPI_Comm ps_comm,
                           MPI_Comm server_comm, size_t chunk, float* params, const ServeHooks& hooks,

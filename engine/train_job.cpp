@@ -185,11 +185,11 @@ io::TaskCpuSplit choose_thread_counts(const TrainConfig& cfg, int ranks_here, in
                                        : t.loaders;
     return s;
   }
+  // The rank's CPUs: its share of its CPU set, else the host's cores over its ranks;
+  // the loaders io::default_loader_threads' count, at most that share.
   const int per_rank = cpus_here > 0 ? cpus_here : std::max(1, hardware_threads() / std::max(1, ranks_here));
   s.compute = cfg.threads > 0 ? cfg.threads : per_rank;
-  s.loaders = cfg.loader_threads > 0 ? cfg.loader_threads
-              : cpus_here > 0        ? std::min(cpus_here, io::default_loader_threads(ranks_here))
-                                     : io::default_loader_threads(ranks_here);
+  s.loaders = cfg.loader_threads > 0 ? cfg.loader_threads : std::min(per_rank, io::default_loader_threads(ranks_here));
   return s;
 }
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/sum_squares.hpp"
 
 namespace dtrain::layers {
 
@@ -47,22 +48,17 @@ float linear_scaled_lr(float base_lr, int base_batch, int global_batch) {
 }
 
 double sum_of_squares(const float* x, size_t n) {
-  constexpr size_t kBlock = size_t{1} << 14, kLanes = 8;
-  const size_t blocks = (n + kBlock - 1) / kBlock;
-  std::vector<double> part(blocks);
-  const ptrdiff_t nb = static_cast<ptrdiff_t>(blocks);
-#pragma omp parallel for schedule(static) if (n >= 4 * kBlock)
-  for (ptrdiff_t b = 0; b < nb; ++b) {
-    const float* p = x + static_cast<size_t>(b) * kBlock;
-    const size_t m = std::min(kBlock, n - static_cast<size_t>(b) * kBlock);
-    double lane[kLanes] = {};
-    size_t e = 0;
-    for (; e + kLanes <= m; e += kLanes)
-      for (size_t l = 0; l < kLanes; ++l) lane[l] += static_cast<double>(p[e + l]) * p[e + l];
-    for (size_t l = 0; e < m; ++e, ++l) lane[l] += static_cast<double>(p[e]) * p[e];
-    double s = 0;
-    for (double v : lane) s += v;
-    part[static_cast<size_t>(b)] = s;
+  // kGroups contiguous groups (a multiple of 8 floats each, so every group's
+  // lanes hold the same elements as one pass would), summed on all threads,
+  // then added in group order: the same bits for any thread count, and no
+  // allocation on the training step's path.
+  constexpr ptrdiff_t kGroups = 256;
+  const size_t group = ((n + kGroups - 1) / kGroups + 7) / 8 * 8;
+  double part[kGroups] = {};
+#pragma omp parallel for schedule(static) if (n >= (size_t{1} << 16))
+  for (ptrdiff_t g = 0; g < kGroups; ++g) {
+    const size_t begin = std::min(n, static_cast<size_t>(g) * group);
+    part[g] = sum_squares(x + begin, std::min(n, begin + group) - begin);
   }
   double total = 0;
   for (double v : part) total += v;

@@ -6,6 +6,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/sum_squares.hpp"
 #include "layers/cpu/reference.hpp"
 #include "layers/sgd.hpp"
 
@@ -137,4 +138,28 @@ TEST_CASE("sum_of_squares: the double sum, the same bits at every thread count, 
   CHECK_FALSE(std::isfinite(sum_of_squares(x.data(), n)));
   x[n / 2] = std::numeric_limits<float>::infinity();
   CHECK_FALSE(std::isfinite(sum_of_squares(x.data(), n)));
+}
+
+TEST_CASE("core sum_squares: 8 lanes in a fixed order, add_and_sum_squares adds, then sums the result", "[sgd]") {
+  const size_t n = 1003;  // 125 full rounds of 8 lanes and a ragged end
+  std::vector<float> g(n), other(n);
+  for (size_t i = 0; i < n; ++i) {
+    g[i] = std::cos(0.11f * static_cast<float>(i)) * 3.0f;
+    other[i] = std::sin(0.29f * static_cast<float>(i)) - 0.25f;
+  }
+  // The plain reference: lane i mod 8 in double, lanes added in order.
+  auto reference = [](const std::vector<float>& v) {
+    double lane[8] = {};
+    for (size_t i = 0; i < v.size(); ++i) lane[i % 8] += static_cast<double>(v[i]) * v[i];
+    double q = 0;
+    for (double l : lane) q += l;
+    return q;
+  };
+  CHECK(dtrain::sum_squares(g.data(), n) == reference(g));  // bitwise
+  std::vector<float> sum(n);
+  for (size_t i = 0; i < n; ++i) sum[i] = g[i] + other[i];
+  const double q = dtrain::add_and_sum_squares(g.data(), other.data(), n);
+  CHECK(g == sum);
+  CHECK(q == reference(sum));
+  CHECK(dtrain::sum_squares(g.data(), 0) == 0.0);
 }
