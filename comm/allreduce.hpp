@@ -1,10 +1,9 @@
 // comm/allreduce.hpp — the workers' deterministic allreduce (sum of a float
 // range over a communicator, in place), its algorithm picked by message size
 // as NCCL and MPI libraries pick theirs (internal to comm/, but for
-// time_allreduce_algorithms at the end, which `dtrain bench comm
-// --algorithms` prints):
+// `dtrain bench comm --algorithms`, which times both):
 //
-//   recursive doubling   count·4 ≤ latency_max_bytes(n): ⌈log2 n⌉ exchanges of
+//   recursive doubling   count·4 ≤ kLatencyMaxBytes: ⌈log2 n⌉ exchanges of
 //                        the whole range (+ 2 when n is not a power of two),
 //                        few messages — the latency algorithm (allreduce.cpp)
 //   ring                 above: 2(n−1) messages of range/n each, pipelined —
@@ -17,26 +16,25 @@
 // picks the same algorithm for the same call. Sums of one range by the two
 // algorithms agree to rounding.
 //
-// The crossover (latency_max_bytes, bytes per call), measured with
+// The crossover (kLatencyMaxBytes, bytes per call) comes from
 // `mpirun -np N build/dtrain bench comm --algorithms` (N = 2 --bind-to core;
 // 3, 4, 5 --oversubscribe) on this project's 2-core development VM, Open MPI
 // 4.1.4 over shared memory (vader, CMA single copy), the algorithms
-// interleaved call by call, medians of 100–200 calls, idle machine
-// (bench/README.md, "Exchange", has the tables). Recursive doubling was
-// faster in every run up to 64 KiB (at 64 KiB, µs, recursive doubling / ring:
-// n = 2  10.7–12.1 / 13.0–13.4, n = 3  36–44 / 51–56, n = 4  49–74 / 74–102,
-// n = 5  85–151 / 129–172); at 128 KiB neither won consistently (within 5%
-// in 8 of 11 runs), and from 256 KiB the ring won in all runs but one (n = 2:
-// 2 stages of half the bucket, pipelined):  n = 2 … 5 → 64 KiB.
-// Not measured above 5 ranks; on a network the per-message latency is larger,
-// which moves the crossover up (NCCL and Open MPI switch from their latency
-// algorithms at tens to hundreds of KiB on InfiniBand): re-measure on a
-// cluster with `--algorithms` before changing the table.
+// interleaved call by call, medians of 100 calls; bench/README.md,
+// "Exchange", has the table. Recursive doubling was faster than the ring up
+// to 64 KiB in every case but two, at 3 oversubscribed ranks, where the ring
+// was ahead by under 5% (8 KiB: 18.6 vs 18.9 µs; 64 KiB: 61.8 vs 64.7 µs);
+// from 128 KiB the ring was faster at every world size. Hence one crossover,
+// 64 KiB, for 2 … 5 ranks. Not measured above 5 ranks; on a network the per-message
+// latency is larger, which moves the crossover up (NCCL and Open MPI switch
+// from their latency algorithms at tens to hundreds of KiB on InfiniBand):
+// re-measure on a cluster with `--algorithms` before changing it.
 #pragma once
 
 #include <mpi.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "comm/discovery.hpp"
@@ -44,19 +42,22 @@
 
 namespace dtrain::comm::detail {
 
-// The largest call (bytes) that recursive doubling runs over n ranks; the
-// ring runs anything larger. From the table above.
-size_t latency_max_bytes(int ranks);
+// The largest call (bytes) that recursive doubling runs; the ring runs
+// anything larger. From the measurements above.
+inline constexpr size_t kLatencyMaxBytes = size_t{64} << 10;
 
 // Recursive doubling's piece: 1000 floats = 4000 bytes, so a piece and its
-// match header stay below OpenMPI's shared-memory eager limit (vader: 4 KiB
+// match header stay below Open MPI's shared-memory eager limit (vader: 4 KiB
 // including the header; openib's and UCX's are larger) and travel without a
-// rendezvous; a 4 KiB call as one message took 5.9 µs, as two pieces 2.3 µs
-// (2 ranks, same run).
+// rendezvous.
 inline constexpr size_t kLatencyPieceFloats = 1000;
 
 enum class AllreduceAlgo { recursive_doubling, ring };
 const char* algo_name(AllreduceAlgo a);
+// The algorithm of a call of `bytes` with the crossover `latency_max` (bytes).
+inline AllreduceAlgo algorithm_for(size_t bytes, size_t latency_max = kLatencyMaxBytes) {
+  return bytes <= latency_max ? AllreduceAlgo::recursive_doubling : AllreduceAlgo::ring;
+}
 
 // Recursive doubling with the non-power-of-two fold (Thakur, Rabenseifner &
 // Gropp 2005, §4.1): n ranks, p = the largest power of two ≤ n, r = n − p.
@@ -64,44 +65,38 @@ const char* algo_name(AllreduceAlgo a);
 //            x_{2i} + x_{2i+1}; 2i then sits out. The p ranks left get
 //            virtual ranks v (2i+1 → i, and rank q ≥ 2r → q − r).
 //   doubling for d = 1, 2, 4 … < p: v exchanges its whole x with v xor d,
-//            and both keep x_lower + x_higher (the lower virtual rank's
-//            operand first: one fixed order per pair, the same on both).
+//            and both keep x + x_partner (IEEE addition is commutative:
+//            the same bits on both partners).
 //   unfold   2i+1 sends the result to 2i.
 // The sum is a balanced tree over the folded pairs, fixed for a given n;
 // both partners of every exchange compute the same expression, so every rank
-// ends with identical bits. Transfers are cut into max_chunk pieces (chunked.hpp).
+// ends with identical bits. Transfers are cut into pieces (chunked.hpp).
 class RecursiveDoubling {
  public:
-  // Duplicates comm (collective). Every transfer is cut into pieces of at
-  // most min(piece, max_chunk) floats, nearly equal, so that small ones stay
-  // below the transport's eager limit (kLatencyPieceFloats).
+  // Duplicates comm (collective). Every transfer is cut into pieces of
+  // min(piece, max_chunk) floats, so that they stay below the transport's
+  // eager limit (kLatencyPieceFloats).
   RecursiveDoubling(MPI_Comm comm, size_t max_chunk, size_t piece = kLatencyPieceFloats);
   void allreduce(float* x, size_t count);  // collective; scratch grows to the largest count
 
  private:
-  void cut(size_t count);
-  void send(const float* x, size_t count, int peer, int tag);
-  void recv(float* x, size_t count, int peer, int tag);
-  void exchange(float* x, size_t count, int peer, int tag, bool send_too, bool x_first);
+  void exchange(float* x, size_t count, int peer, int tag, bool send_too);
 
   Comm dup_;  // this protocol's duplicate of the communicator
   const MPI_Comm comm_;
   const int rank_, size_;
   size_t piece_;
   std::vector<float> tmp_;
-  std::vector<size_t> bounds_;  // the pieces of the current transfer
   std::vector<MPI_Request> reqs_;
 };
 
 // The choice between the two, over one communicator.
 class Allreduce {
  public:
-  // Collective over comm. latency_max_bytes: the crossover; the default
-  // (SIZE_MAX) takes the table's value for comm's size (tests pass their own).
+  // Collective over comm. latency_max: the crossover, bytes; SIZE_MAX:
+  // kLatencyMaxBytes (tests pass their own, through ExchangeOptions).
   Allreduce(MPI_Comm comm, size_t max_chunk, size_t latency_max = SIZE_MAX);
-  AllreduceAlgo algorithm(size_t count) const {
-    return count * sizeof(float) <= latency_max_ ? AllreduceAlgo::recursive_doubling : AllreduceAlgo::ring;
-  }
+  AllreduceAlgo algorithm(size_t count) const { return algorithm_for(count * sizeof(float), latency_max_); }
   // x[0, count) ← Σ over the ranks, identical bits on every rank.
   void allreduce(float* x, size_t count);
   size_t latency_max() const { return latency_max_; }  // bytes
@@ -113,17 +108,3 @@ class Allreduce {
 };
 
 }  // namespace dtrain::comm::detail
-
-namespace dtrain::comm {
-
-// MPI_Allreduce, recursive doubling and the ring on `c`, interleaved call by
-// call (one warm-up round, then `iters` rounds): the median seconds of one
-// in-place sum of `count` floats, each call timed on the slowest rank.
-// Collective over `c`; the same figures on every rank.
-struct AllreduceTimes {
-  double mpi = 0, recursive_doubling = 0, ring = 0;
-  bool picks_recursive_doubling = false;  // the table's choice for this count on c
-};
-AllreduceTimes time_allreduce_algorithms(MPI_Comm c, size_t count, int iters);
-
-}  // namespace dtrain::comm

@@ -28,13 +28,15 @@ inline size_t clamp_chunk(size_t max_chunk) {
 
 inline size_t num_chunks(size_t count, size_t max_chunk) { return (count + max_chunk - 1) / max_chunk; }
 
-// A server returns a slice's new parameters in pieces of this many floats
-// (the chunk limit if smaller), each sent as soon as it is updated, and a
-// sender posts its receive of the slice cut the same way (ps_server.cpp,
-// ps_client.cpp). 64 Ki floats = 256 KiB: the exposed tail of a step is one
-// piece's transfer (~25 µs at 10 GB/s) rather than a slice's (up to 4 MiB).
-inline constexpr size_t kParamPieceFloats = size_t{1} << 16;
-inline size_t param_piece(size_t max_chunk) { return std::min(max_chunk, kParamPieceFloats); }
+// The PS protocol's piece: a sender pushes each slice's gradients in pieces
+// of this many floats (the chunk limit if smaller), the server sums and
+// squares each piece as it arrives, updates the slice and returns its new
+// parameters in the same pieces, each sent as soon as it is updated
+// (ps_client.cpp, ps_server.cpp). 64 Ki floats = 256 KiB: the exposed tail of
+// a step is one piece's transfer (~25 µs at 10 GB/s) rather than a slice's
+// (up to 4 MiB).
+inline constexpr size_t kPsPieceFloats = size_t{1} << 16;
+inline size_t ps_piece(size_t max_chunk) { return std::min(max_chunk, kPsPieceFloats); }
 
 inline void isend_chunked(const float* p, size_t count, int peer, int tag, MPI_Comm comm, size_t max_chunk,
                           std::vector<MPI_Request>& out) {

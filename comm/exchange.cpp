@@ -120,6 +120,7 @@ void Exchange::Impl::setup_device() {
     io.device_host_addressable = d.host_addressable;
     io.timeout_s = opts.step_timeout_s;
     io.prefer = d.node_reducer;
+    io.latency_max_bytes = opts.latency_max_bytes;
     reducer = make_intra_node_reducer(io);  // collective over the node
   }
   // Host copies this rank needs: none of what a reducer on the device keeps there.

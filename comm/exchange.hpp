@@ -75,11 +75,12 @@ struct DeviceArena {
 // most one bucket, or at most this many bytes, runs inside finish_step
 // (no hand-off to the communication thread). One bucket cannot overlap
 // backward anyway (it is ready when backward ends), and below this size the
-// hand-off costs more than overlapping buckets could hide: measured with
-// `dtrain bench comm` on the 2-core development VM (bench/README.md,
-// "Exchange"), a 4 KiB step took 8–9 µs through the thread when the machine
-// was idle (up to 44 µs loaded) and 1–1.5 µs inline; 256 KiB took 52 µs
-// through the thread and 36 µs inline.
+// hand-off costs more than overlapping buckets could hide: `dtrain bench
+// comm`'s allreduce column on the 2-core development VM, before (dae0cfc,
+// every step through the thread) and after (bench/README.md, "Exchange"):
+// 4 KiB 8 → 1 µs, 64 KiB 19 → 12 µs, 256 KiB 40 → 37 µs. The default
+// bucket (1 MiB) is larger than this, so this limit decides only for
+// bucket_bytes below 256 KiB.
 inline constexpr size_t kInlineStepBytes = size_t{256} << 10;
 
 struct ExchangeOptions {
@@ -89,7 +90,7 @@ struct ExchangeOptions {
   // bytes, or of a single worker, is exchanged inline (above).
   size_t inline_step_bytes = kInlineStepBytes;
   // Allreduce: buckets of at most this many bytes use recursive doubling,
-  // larger ones the ring (comm/allreduce.hpp); SIZE_MAX: that header's table.
+  // larger ones the ring (comm/allreduce.hpp); SIZE_MAX: that header's kLatencyMaxBytes.
   size_t latency_max_bytes = SIZE_MAX;
   size_t max_chunk_elems = (size_t{1} << 31) - 1;  // every transfer is cut below this
   size_t max_slice = size_t{1} << 20;              // ShardMap slice size, floats

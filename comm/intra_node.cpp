@@ -25,12 +25,12 @@ constexpr int kTagReduce = 7;
 
 class MpiReducer final : public IntraNodeReducer {
  public:
-  MpiReducer(MPI_Comm node, size_t max_chunk, bool on_device)
+  MpiReducer(MPI_Comm node, size_t max_chunk, size_t latency_max, bool on_device)
       : chunk_(detail::clamp_chunk(max_chunk)), on_device_(on_device) {
     DT_CHECK_MPI(MPI_Comm_dup(node, &comm_));
     DT_CHECK_MPI(MPI_Comm_rank(comm_, &rank_));
     DT_CHECK_MPI(MPI_Comm_size(comm_, &size_));
-    allreduce_ = std::make_unique<detail::Allreduce>(comm_, chunk_);
+    allreduce_ = std::make_unique<detail::Allreduce>(comm_, chunk_, latency_max);
   }
   ~MpiReducer() override {
     allreduce_.reset();
@@ -132,7 +132,7 @@ std::unique_ptr<IntraNodeReducer> make_intra_node_reducer(const IntraNodeOptions
   }
   // MPI works in place on the arena only when MPI may touch that memory.
   const bool in_place = o.cuda_device < 0 && o.device_host_addressable;
-  return std::make_unique<MpiReducer>(o.node_comm, o.max_chunk, in_place);
+  return std::make_unique<MpiReducer>(o.node_comm, o.max_chunk, o.latency_max_bytes, in_place);
 }
 
 }  // namespace dtrain::comm

@@ -27,6 +27,7 @@
 #include <mpi.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -56,6 +57,10 @@ struct IntraNodeOptions {
   bool device_host_addressable = false;  // the arena's memory is host memory MPI may touch
   double timeout_s = 600;         // NCCL: the most one operation may take (0 = no limit)
   std::string prefer = "auto";    // "auto" (the list above), "nccl" or "mpi"
+  // mpi: the allreduce's crossover, bytes (SIZE_MAX: comm/allreduce.hpp's),
+  // the exchange's own (ExchangeOptions::latency_max_bytes), so that the
+  // reducer and the workers' allreduce sum a bucket in the same order.
+  size_t latency_max_bytes = SIZE_MAX;
 };
 
 // Collective over node_comm (duplicated inside). Throws UsageError when

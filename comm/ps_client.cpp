@@ -13,9 +13,9 @@
 //   ps, every worker (a sender):
 //     → each server:  control message s                       (tag 0, ps_comm)
 //     as soon as slice j is completely ready (watermark ≤ begin_j):
-//     → server(j):    G(j), in pieces of param_piece floats   (tag_grad(j, s))
+//     → server(j):    G(j), in pieces of ps_piece floats   (tag_grad(j, s))
 //     ← server(j):    new params into P(j), in pieces of       (tag_param(j, s))
-//                     param_piece floats; then put_params
+//                     ps_piece floats; then put_params
 //
 //   hybrid, node reduction by point-to-point on the host (a host arena, or a
 //   device arena whose reducer works on host memory):
@@ -58,7 +58,7 @@
 //          in slice and piece order, whatever order they arrived in
 //     4. the joint check: allgather (non-finite?, Σ g²) over the servers;
 //        skip = any non-finite; clip scale from ‖g‖ = √Σ (server order)
-//     5. for each slice j, piece by piece (param_piece floats, chunked.hpp):
+//     5. for each slice j, piece by piece (ps_piece floats, chunked.hpp):
 //        unless skip, rule(params, gradsum·scale, piece, s); → every sender:
 //        the piece of params[j] (unchanged when skipped), before the next
 //        piece is updated
@@ -192,13 +192,12 @@ void Exchange::Impl::run_step_ps(int64_t st) {
     const int peer = sender ? topo.server_rank(sl.server) : 0;
     const int peer_world = sender ? peer : node_world[0];
     MPI_Comm comm = sender ? ps_comm : node_comm;
-    // To a server in pieces (param_piece), so it sums and squares each as it arrives.
-    detail::isend_chunked(src, sl.count, peer, detail::tag_grad(j, st), comm, sender ? detail::param_piece(chunk) : chunk,
-                          tmp);
+    // To and from a server in pieces (ps_piece: it sums and squares each as it
+    // arrives, and returns each as soon as it is updated); to and from the leader whole.
+    const size_t cut_at = sender ? detail::ps_piece(chunk) : chunk;
+    detail::isend_chunked(src, sl.count, peer, detail::tag_grad(j, st), comm, cut_at, tmp);
     track(j, Ev::send, TK::push, sl.count, peer_world);
-    // From a server the slice comes in pieces (param_piece), from the leader whole.
-    detail::irecv_chunked(staging.params(p, sl.begin), sl.count, peer, detail::tag_param(j, st), comm,
-                          sender ? detail::param_piece(chunk) : chunk, tmp);
+    detail::irecv_chunked(staging.params(p, sl.begin), sl.count, peer, detail::tag_param(j, st), comm, cut_at, tmp);
     param_left[j] += track(j, Ev::param, TK::pull, sl.count, peer_world);
     if (param_left[j] == 0) params_arrived(j);  // an empty slice
   };

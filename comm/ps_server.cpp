@@ -9,7 +9,7 @@
 // this server's load. The rule sees the whole arena through params/gradsum
 // but touches only [begin, end); its optimizer state (momentum) lives on the
 // server. Updates wait for the joint check of the whole step (exchange.hpp
-// ServeHooks); the gradients come in pieces (kParamPieceFloats, chunked.hpp)
+// ServeHooks); the gradients come in pieces (kPsPieceFloats, chunked.hpp)
 // and each piece is summed and squared (the check's partial) as soon as it
 // is in, while the next ones travel; after the check, the update and the
 // return of the parameters are pipelined piece by piece: piece i+1 is updated
@@ -55,16 +55,26 @@ ServeEnd detail::serve_ps(const Topology& topo, Mode mode, const ShardMap& map, 
   std::vector<std::unique_ptr<float[]>> bufs;  // senders 1, 2, … (sender 0 goes straight into gsum)
   for (size_t s = 1; s < nsend; ++s) bufs.emplace_back(new float[load]);
   std::unique_ptr<float[]> gsum(new float[map.total()]);
-  const size_t piece = param_piece(chunk);
+  const size_t piece = ps_piece(chunk);
 
   std::vector<int64_t> ctrl(nsend);
   std::vector<MPI_Request> reqs, sends, tmp;
   struct Piece {
     size_t k, off, n;  // index into `mine`, offset in the slice, floats
   };
+  // The receives of every step, the same each step: each slice here in
+  // pieces (ps_piece, as the senders cut their pushes; irecv_chunked with
+  // that limit posts one request per piece), from every sender in turn.
   std::vector<Piece> pieces;  // of the step's gradient receives
-  std::vector<size_t> owner;  // per receive request: index into `pieces`
-  std::vector<size_t> left;   // per piece: senders' parts not yet in
+  std::vector<size_t> owner;  // per receive request, in posting order: index into `pieces`
+  for (size_t k = 0; k < mine.size(); ++k) {
+    const size_t first = pieces.size(), count = slices[mine[k]].count;
+    for (size_t off = 0; off < count; off += piece) pieces.push_back({k, off, std::min(piece, count - off)});
+    for (size_t s = 0; s < nsend; ++s)
+      for (size_t i = first; i < pieces.size(); ++i) owner.push_back(i);
+  }
+  std::vector<size_t> left(pieces.size());     // per piece: senders' parts not yet in
+  std::vector<double> sumsq(pieces.size());    // per piece: its Σ g²
   std::vector<int> idx;
   std::vector<double> mine_check(2), all_check(2 * static_cast<size_t>(nservers));
   double status[2] = {0, 0};
@@ -96,23 +106,19 @@ ServeEnd detail::serve_ps(const Topology& topo, Mode mode, const ShardMap& map, 
     recv_trace.reset(tl, st);
     send_trace.reset(tl, st);
 
-    // 2. Every receive of the step, in pieces (param_piece, as the senders
-    //    cut their pushes): request → its piece, piece → its slice and offset.
-    owner.clear();
-    pieces.clear();
+    // 2. Every receive of the step (in the order of `owner`).
     for (size_t k = 0; k < mine.size(); ++k) {
       const Slice& sl = slices[mine[k]];
-      const size_t first = pieces.size();
-      for (size_t off = 0; off < sl.count; off += piece) pieces.push_back({k, off, std::min(piece, sl.count - off)});
       for (size_t s = 0; s < nsend; ++s) {
         float* into = s == 0 ? gsum.get() + sl.begin : bufs[s - 1].get() + local_off[k];
         detail::irecv_chunked(into, sl.count, from[s], detail::tag_grad(mine[k], st), ps_comm, piece, tmp);
         recv_trace.open(TK::server_recv, tmp.size(), sl.count * sizeof(float), static_cast<int32_t>(mine[k]), from[s]);
-        for (size_t i = 0; i < tmp.size(); ++i) owner.push_back(first + i);
         reqs.insert(reqs.end(), tmp.begin(), tmp.end());
         tmp.clear();
       }
     }
+    DT_CHECK(reqs.size() == owner.size(), "parameter server ", me, ": ", reqs.size(), " receives posted, ",
+             owner.size(), " pieces planned");
     left.assign(pieces.size(), nsend);
 
     // 3. Sum each piece as soon as every sender's part is in (gsum holds
@@ -121,7 +127,6 @@ ServeEnd detail::serve_ps(const Topology& topo, Mode mode, const ShardMap& map, 
     //    note whether it is finite and its Σ g² (sum_squares: a fixed order).
     //    The step's Σ g² adds the pieces' in slice and piece order.
     bool bad = false;
-    std::vector<double> sumsq(pieces.size(), 0.0);
     auto sum_piece = [&](size_t id) {
       const Piece& pc = pieces[id];
       const Slice& sl = slices[mine[pc.k]];
@@ -197,10 +202,10 @@ ServeEnd detail::serve_ps(const Topology& topo, Mode mode, const ShardMap& map, 
       }
       // Into `sends` sender by sender (tmp is piece-major), one traced
       // transfer per sender from here (the slice's last piece posted).
-      const size_t pieces = tmp.size() / std::max<size_t>(nsend, 1);
+      const size_t npieces = tmp.size() / std::max<size_t>(nsend, 1);
       for (size_t s = 0; s < nsend; ++s) {
-        for (size_t i = 0; i < pieces; ++i) sends.push_back(tmp[i * nsend + s]);
-        send_trace.open(TK::server_send, pieces, sl.count * sizeof(float), static_cast<int32_t>(mine[k]), from[s]);
+        for (size_t i = 0; i < npieces; ++i) sends.push_back(tmp[i * nsend + s]);
+        send_trace.open(TK::server_send, npieces, sl.count * sizeof(float), static_cast<int32_t>(mine[k]), from[s]);
       }
       tmp.clear();
     }

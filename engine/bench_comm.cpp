@@ -41,6 +41,7 @@
 #include <boost/program_options.hpp>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -75,6 +76,18 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// One call of op on every rank of c, timed on the slowest rank (seconds; the
+// same figure on every rank). Collective over c.
+template <class Op>
+double slowest_call(MPI_Comm c, Op&& op) {
+  DT_CHECK_MPI(MPI_Barrier(c));
+  const double t0 = now();
+  op();
+  double dt = now() - t0, worst = 0;
+  DT_CHECK_MPI(MPI_Allreduce(&dt, &worst, 1, MPI_DOUBLE, MPI_MAX, c));
+  return worst;
+}
+
 // Time of one exchange step of `floats` gradients in mode m (median over iters), on the workers;
 // servers serve. Returns the time on world rank 0 (0 on servers).
 double time_exchange(const comm::Topology& topo, comm::Mode m, size_t floats, int iters) {
@@ -91,50 +104,65 @@ double time_exchange(const comm::Topology& topo, comm::Mode m, size_t floats, in
   }
   std::vector<double> t;
   for (int i = 0; i < iters + 1; ++i) {
-    MPI_Barrier(topo.workers());
-    double t0 = now();
-    ex.begin_step(i, params.data(), grads.data());
-    ex.grads_ready(0, floats);
-    ex.finish_step(params.data(), grads.data());
-    double dt = now() - t0;
-    double worst = 0;
-    MPI_Allreduce(&dt, &worst, 1, MPI_DOUBLE, MPI_MAX, topo.workers());
-    if (i > 0) t.push_back(worst);  // the first is a warm-up
+    const double dt = slowest_call(topo.workers(), [&] {
+      ex.begin_step(i, params.data(), grads.data());
+      ex.grads_ready(0, floats);
+      ex.finish_step(params.data(), grads.data());
+    });
+    if (i > 0) t.push_back(dt);  // the first is a warm-up
   }
   ex.stop();
   return median(t);
 }
 
 double time_mpi_allreduce(MPI_Comm c, size_t floats, int iters) {
+  DT_CHECK(floats < (size_t{1} << 31), "raw MPI_Allreduce of more than 2^31 elements");
   std::vector<float> a(floats, 1.0f), b(floats);
   std::vector<double> t;
   for (int i = 0; i < iters + 1; ++i) {
-    MPI_Barrier(c);
-    double t0 = now();
-    DT_CHECK(floats < (size_t{1} << 31), "raw MPI_Allreduce of more than 2^31 elements");
-    MPI_Allreduce(a.data(), b.data(), static_cast<int>(floats), MPI_FLOAT, MPI_SUM, c);
-    double dt = now() - t0, worst = 0;
-    MPI_Allreduce(&dt, &worst, 1, MPI_DOUBLE, MPI_MAX, c);
-    if (i > 0) t.push_back(worst);
+    const double dt = slowest_call(c, [&] {
+      DT_CHECK_MPI(MPI_Allreduce(a.data(), b.data(), static_cast<int>(floats), MPI_FLOAT, MPI_SUM, c));
+    });
+    if (i > 0) t.push_back(dt);
   }
   return median(t);
 }
 
+// MPI_Allreduce, recursive doubling and the ring (comm/allreduce.hpp) over
+// all ranks, interleaved call by call (one warm-up round, then `iters`), per
+// size in ×2 steps: the data behind the crossover kLatencyMaxBytes.
 int bench_algorithms(double min_bytes, double max_bytes, int iters, int rank, int size) {
+  using comm::detail::AllreduceAlgo;
   if (rank == 0) {
     std::printf("dtrain bench comm --algorithms: %d ranks; median us of one in-place allreduce, the three interleaved "
                 "call by call (%d rounds)\n", size, iters);
     std::printf("%10s %14s %14s %10s %20s %10s\n", "size", "MPI_Allreduce", "rec.doubling", "ring", "picked",
                 "MPI/picked");
   }
+  const size_t whole = (size_t{1} << 31) - 1;  // no chunking beyond the algorithms' own
+  comm::detail::RecursiveDoubling rd(MPI_COMM_WORLD, whole);
+  comm::detail::RingAllreduce ring(MPI_COMM_WORLD, whole);
   for (double bytes = min_bytes; bytes <= max_bytes + 1; bytes *= 2) {
     const size_t floats = std::max<size_t>(1, static_cast<size_t>(bytes) / 4);
-    const comm::AllreduceTimes t = comm::time_allreduce_algorithms(MPI_COMM_WORLD, floats, iters);
-    const double picked = t.picks_recursive_doubling ? t.recursive_doubling : t.ring;
+    DT_CHECK(floats <= whole, "an allreduce of more than 2^31 elements");
+    std::vector<float> x(floats, 1.0f);
+    const std::function<void()> run[3] = {
+        [&] {
+          DT_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, x.data(), static_cast<int>(floats), MPI_FLOAT, MPI_SUM,
+                                     MPI_COMM_WORLD));
+        },
+        [&] { rd.allreduce(x.data(), floats); }, [&] { ring.allreduce(x.data(), floats); }};
+    std::vector<double> t[3];
+    for (int i = 0; i <= iters; ++i)
+      for (int a = 0; a < 3; ++a) {
+        const double dt = slowest_call(MPI_COMM_WORLD, run[a]);
+        if (i > 0) t[a].push_back(dt);
+      }
+    const double t_mpi = median(t[0]), t_rd = median(t[1]), t_ring = median(t[2]);
+    const bool picks_rd = comm::detail::algorithm_for(floats * sizeof(float)) == AllreduceAlgo::recursive_doubling;
     if (rank == 0) {
-      std::printf("%10s %14.1f %14.1f %10.1f %20s %10.2f\n", size_label(bytes).c_str(), 1e6 * t.mpi,
-                  1e6 * t.recursive_doubling, 1e6 * t.ring, t.picks_recursive_doubling ? "recursive doubling" : "ring",
-                  t.mpi / picked);
+      std::printf("%10s %14.1f %14.1f %10.1f %20s %10.2f\n", size_label(bytes).c_str(), 1e6 * t_mpi, 1e6 * t_rd,
+                  1e6 * t_ring, picks_rd ? "recursive doubling" : "ring", t_mpi / (picks_rd ? t_rd : t_ring));
       std::fflush(stdout);
     }
   }
@@ -194,6 +222,7 @@ int cmd_bench_comm(const std::vector<std::string>& args) {
     DT_USAGE("dtrain bench comm: options 'min-kb' and 'max-mb' must satisfy 1/256 <= min-kb <= 1024·max-mb, max-mb <= 4096");
   if (ps >= size)
     DT_USAGE("dtrain bench comm: option 'ps' = ", ps, " leaves no worker in ", size, " ranks (at most ", size - 1, ")");
+  if (links && algorithms) DT_USAGE("dtrain bench comm: options 'links' and 'algorithms' exclude each other");
   if ((links || algorithms) && !vm["pairs"].defaulted())
     DT_USAGE("dtrain bench comm: option 'pairs' applies to the exchange table, not to --", links ? "links" : "algorithms");
   comm::check_launcher(size);
@@ -201,12 +230,11 @@ int cmd_bench_comm(const std::vector<std::string>& args) {
   if (algorithms) return bench_algorithms(min_kb * 1024, max_mb * 1048576.0, iters, rank, size);
   if (ps == 0) ps = std::max(1, size / 4);
   comm::Topology all(MPI_COMM_WORLD, {0, 0});
-  const bool with_ps = size - ps >= 1;
-  std::unique_ptr<comm::Topology> servers;
-  if (with_ps) servers = std::make_unique<comm::Topology>(MPI_COMM_WORLD, comm::TopologyOptions{ps, rpn});
+  const comm::Topology servers(MPI_COMM_WORLD, comm::TopologyOptions{ps, rpn});  // ps < size (checked above)
+  const double per_server = static_cast<double>(servers.num_workers()) / servers.num_servers();
   if (rank == 0) {
     std::printf("dtrain bench comm: %d ranks; allreduce rows over all %d; ps/hybrid rows: %s\n", size, size,
-                with_ps ? servers->describe().c_str() : "none");
+                servers.describe().c_str());
     std::printf("%10s %12s %12s %10s %12s %12s %8s %10s %8s %10s\n", "size", "MPI_Allr ms", "allreduce ms", "ratio",
                 "busbw GB/s", "pingpong GB/s", "bus/pp", "ps ms", "ps %pp", "hybrid ms");
   }
@@ -214,16 +242,15 @@ int cmd_bench_comm(const std::vector<std::string>& args) {
   for (double bytes = min_kb * 1024; bytes <= max_mb * 1048576.0 + 1; bytes *= 4) {
     size_t floats = static_cast<size_t>(bytes) / 4;
     int it = bytes >= 64.0 * 1048576 ? std::max(2, iters / 2) : iters;
-    const double per_server = with_ps ? static_cast<double>(servers->num_workers()) / servers->num_servers() : 0;
     std::vector<double> mpi, ar, pps, pss, hys, ratios, pcts;
     for (int r = 0; r < pairs; ++r) {
       mpi.push_back(time_mpi_allreduce(MPI_COMM_WORLD, floats, it));
       ar.push_back(time_exchange(all, comm::Mode::allreduce, floats, it));
       pps.push_back(comm::pingpong_seconds(MPI_COMM_WORLD, 0, 1, static_cast<size_t>(bytes), it));
-      pss.push_back(with_ps ? time_exchange(*servers, comm::Mode::ps, floats, it) : 0);
-      hys.push_back(with_ps ? time_exchange(*servers, comm::Mode::hybrid, floats, it) : 0);
+      pss.push_back(time_exchange(servers, comm::Mode::ps, floats, it));
+      hys.push_back(time_exchange(servers, comm::Mode::hybrid, floats, it));
       ratios.push_back(mpi.back() / ar.back());
-      pcts.push_back(with_ps ? 100 * 2 * pps.back() * per_server / pss.back() : 0);  // (2·S·W / (N_ps·B_pp)) / t_ps
+      pcts.push_back(100 * 2 * pps.back() * per_server / pss.back());  // (2·S·W / (N_ps·B_pp)) / t_ps; rank 0's
     }
     const double t_mpi = median(mpi), t_ar = median(ar), t_pp = median(pps), t_ps = median(pss), t_hy = median(hys);
     if (rank == 0) {

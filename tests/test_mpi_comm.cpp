@@ -28,11 +28,7 @@ int comm_size(MPI_Comm c) {
   MPI_Comm_size(c, &s);
   return s;
 }
-bool all_ranks(bool v) {
-  int in = v ? 1 : 0, out = 0;
-  MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  return out == 1;
-}
+using dtrain::test::all_ranks;
 }  // namespace
 
 TEST_CASE("topology: every layout of this world size", "[mpi][comm]") {

@@ -163,11 +163,7 @@ bool same_on_all_workers(const std::vector<float>& p) {
   return all[0] != 0;
 }
 
-bool all_ranks(bool v) {
-  int in = v ? 1 : 0, out = 0;
-  MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  return out == 1;
-}
+using dtrain::test::all_ranks;
 
 // Workers are the first `workers` world ranks (servers the last ones).
 bool is_worker(int workers) { return world_rank() < workers; }
@@ -274,7 +270,7 @@ TEST_CASE("ps and hybrid: bitwise the serial sums in the protocol's order, whate
     if (l.mode == Mode::allreduce) continue;
     INFO("mode " << mode_name(l.mode) << ", ps " << l.ps << ", ranks-per-node " << l.rpn);
     // 300,000 floats: slices of 75,000 (1 server) or 37,500 floats, returned
-    // in pieces of 65,536 floats (param_piece) or, chunked, of 1000.
+    // in pieces of 65,536 floats (ps_piece) or, chunked, of 1000.
     Run whole, cut;
     cut.chunk = 1000;
     cut.seed = 3;

@@ -38,12 +38,7 @@ float value(int rank, int64_t step, size_t i) {
                           0.37f * static_cast<float>(step)) + 1e-3f * static_cast<float>(rank);
 }
 
-bool all_ranks(bool v) {
-  int in = v ? 1 : 0, out = 0;
-  MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  return out == 1;
-}
-
+using dtrain::test::all_ranks;
 
 }  // namespace
 
