@@ -58,7 +58,7 @@ set +e
 rc=$?
 if [[ $rc -eq 0 ]]; then  # the backend table: every CUDA kernel (f32, and bf16 where the GPU has it) vs the reference
   out=$("$build/tests/dtrain_tests" "[backend_ops][cuda]" --reporter compact 2>&1); rc=$?
-  echo "$out" | tail -5
+  if [[ $rc -eq 0 ]]; then echo "$out" | tail -5; else echo "$out"; fi  # a failure in full: which op, which output
   if [[ $rc -eq 0 ]] && grep -q DTRAIN_TEST_SKIPPED <<<"$out"; then
     grep DTRAIN_TEST_SKIPPED <<<"$out" | sed 's/^/   /'
     grep -q "no CUDA device" <<<"$out" && rc=77

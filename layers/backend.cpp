@@ -29,10 +29,12 @@ void* Backend::host_alloc(size_t bytes) {
 
 void Backend::host_free(void* p) { std::free(p); }
 
-void require_plain_exec(const KernelExec& e, const std::string& backend, const char* kernel) {
-  DT_CHECK(e.precision == DType::f32 && !e.any_format && !e.relu && e.src == Format{}, "the ", backend, " backend's ",
-           kernel, " kernel takes f32 nchw without a fused ReLU; asked for ", dtype_name(e.precision),
-           e.any_format ? " in any format" : "", e.relu ? " with a ReLU" : "", " from ", e.src.str());
+void require_plain_exec(const KernelExec& e, const std::string& backend, const char* kernel, bool allow_bf16) {
+  const bool precision_ok = e.precision == DType::f32 || (allow_bf16 && e.precision == DType::bf16);
+  DT_CHECK(precision_ok && !e.any_format && !e.relu && e.src == Format{}, "the ", backend, " backend's ", kernel,
+           " kernel takes f32 nchw", allow_bf16 ? " (computing in f32 or bf16)" : "",
+           " without a fused ReLU; asked for ", dtype_name(e.precision), e.any_format ? " in any format" : "",
+           e.relu ? " with a ReLU" : "", " from ", e.src.str());
 }
 
 std::string Backend::precision_unsupported(DType t) const {

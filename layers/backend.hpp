@@ -54,8 +54,12 @@ struct KernelExec {
 };
 
 // Throws Error unless e asks for the plain float32 kernel without a fused
-// ReLU (the only kind a backend without those capabilities makes).
-void require_plain_exec(const KernelExec& e, const std::string& backend, const char* kernel);
+// ReLU (the only kind a backend without those capabilities makes). allow_bf16:
+// e.precision may also be bf16 (a backend that computes in bf16 behind f32
+// nchw tensors, as cuda does; whether this device can is precision_unsupported's
+// business).
+void require_plain_exec(const KernelExec& e, const std::string& backend, const char* kernel,
+                        bool allow_bf16 = false);
 
 struct ConvDesc {
   int n = 1, c = 1, h = 1, w = 1;  // input [N, C, H, W]

@@ -29,14 +29,7 @@ std::string Format::str() const {
   return std::string(dtype_name(dtype)) + " " + layout;
 }
 
-uint16_t to_bf16(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu) != 0)  // NaN: keep it a (quiet) NaN
-    return static_cast<uint16_t>((u >> 16) | 0x0040u);
-  u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest, ties to even
-  return static_cast<uint16_t>(u >> 16);
-}
+uint16_t to_bf16(float x) { return bf16_bits(x); }
 
 float from_bf16(uint16_t b) {
   const uint32_t u = static_cast<uint32_t>(b) << 16;

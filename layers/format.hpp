@@ -22,7 +22,16 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
+
+// Marks a function that nvcc compiles for the host and the device (a .cu file
+// including this header); plain inline for the host compiler.
+#ifdef __CUDACC__
+#define DT_HOST_DEVICE __host__ __device__
+#else
+#define DT_HOST_DEVICE
+#endif
 
 namespace dtrain::layers {
 
@@ -53,8 +62,26 @@ struct Format {
   bool operator!=(const Format& o) const { return !(*this == o); }
 };
 
-// float32 ↔ bfloat16 on the host: round to nearest even (NaN stays a quiet
-// NaN), and exact widening. The reference for the kernels' conversions.
+// float32 → bfloat16 bits, the one definition of the rounding, for the host
+// (to_bf16 below) and the CUDA kernels (layers/cuda/cuda_kernels.cu): add
+// 0x7fff plus the lowest kept bit and truncate — round to nearest, ties to
+// even, and a finite value past bf16's largest (3.3895e38) rounds to ±inf as
+// it should; a NaN keeps its sign and top mantissa bits and is made quiet
+// (bit 6 of the result), so truncation cannot turn it into ±inf.
+DT_HOST_DEVICE inline uint16_t bf16_bits(float x) {
+#ifdef __CUDA_ARCH__
+  uint32_t u = __float_as_uint(x);
+#else
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+#endif
+  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu) != 0) return static_cast<uint16_t>((u >> 16) | 0x0040u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+// float32 ↔ bfloat16 on the host: bf16_bits, and exact widening. The
+// reference for the kernels' conversions.
 uint16_t to_bf16(float x);
 float from_bf16(uint16_t b);
 // x rounded to the nearest bfloat16, as a float.

@@ -52,8 +52,7 @@ float* Dev::up(const Vec& v) {
 }
 void Dev::put(float* dev, const Vec& v) {
   if (!bf16_inputs) return be.upload(v.data(), dev, v.size() * sizeof(float));
-  Vec r(v.size());
-  for (size_t i = 0; i < v.size(); ++i) r[i] = layers::round_bf16(v[i]);
+  const Vec r = bf16_rounded(v);
   be.upload(r.data(), dev, r.size() * sizeof(float));
 }
 Vec Dev::down(const float* dev, size_t n) {

@@ -1,5 +1,6 @@
 // tests/compare_util.hpp — comparing a backend's output with the reference:
-// random inputs and the relative error every backend test checks against.
+// random inputs (bf16-rounded ones too) and the relative error every backend
+// test checks against.
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -7,6 +8,8 @@
 #include <cmath>
 #include <random>
 #include <vector>
+
+#include "layers/format.hpp"
 
 namespace dtrain::test {
 
@@ -20,6 +23,13 @@ inline void fill_random(Vec& v, std::mt19937& rng, float lo = -1.0f, float hi = 
 inline Vec random_vec(size_t n, std::mt19937& rng, float lo = -1.0f, float hi = 1.0f) {
   Vec v(n);
   fill_random(v, rng, lo, hi);
+  return v;
+}
+
+// v with every value rounded to the nearest bfloat16: inputs a bf16 kernel
+// casts exactly, given to the f32 reference too.
+inline Vec bf16_rounded(Vec v) {
+  for (auto& x : v) x = layers::round_bf16(x);
   return v;
 }
 

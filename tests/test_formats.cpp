@@ -11,6 +11,7 @@
 #include <random>
 #include <thread>
 
+#include "bf16_edges.hpp"
 #include "layers/cpu/onednn.hpp"
 #include "layers/cpu/reference.hpp"
 
@@ -74,6 +75,14 @@ TEST_CASE("bf16 rounds to nearest even and keeps NaN, infinities and signs", "[f
   CHECK(round_bf16(std::numeric_limits<float>::infinity()) == std::numeric_limits<float>::infinity());
   CHECK(round_bf16(3.4e38f) == std::numeric_limits<float>::infinity());  // above bf16's largest finite (3.3895e38)
   for (float x : randn(1000, 3)) CHECK(std::fabs(round_bf16(x) - x) <= std::fabs(x) * std::ldexp(1.0f, -8));
+}
+
+TEST_CASE("bf16 bits of the rounding's edge values: ties, overflow, infinities, NaN, zeros, subnormals",
+          "[format]") {
+  for (const auto& e : dtrain::test::kBf16Edges) {
+    INFO(e.what << ": 0x" << std::hex << e.f32);
+    CHECK(to_bf16(dtrain::test::f32_of(e.f32)) == e.bf16);
+  }
 }
 
 TEST_CASE("cpu backend converts between every pair of formats", "[format][onednn]") {

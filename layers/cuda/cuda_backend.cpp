@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "core/log.hpp"
@@ -230,26 +231,13 @@ class CudaBackend final : public Backend {
   // stay false, so a Net never asks for more); exec.precision is the compute
   // type of conv and linear, and pooling, LRN and batch norm compute in f32
   // whatever it says.
-  std::unique_ptr<ConvKernel> conv(const ConvDesc& d) override {
-    check_exec(d.exec, "conv");
-    return make_conv(ctx_, d);
-  }
-  std::unique_ptr<PoolKernel> pool(const PoolDesc& d) override {
-    check_exec(d.exec, "pool");
-    return make_pool(ctx_, d);
-  }
-  std::unique_ptr<LrnKernel> lrn(const LrnDesc& d) override {
-    check_exec(d.exec, "lrn");
-    return make_lrn(ctx_, d);
-  }
+  std::unique_ptr<ConvKernel> conv(const ConvDesc& d) override { return plain(d, "conv", make_conv); }
+  std::unique_ptr<PoolKernel> pool(const PoolDesc& d) override { return plain(d, "pool", make_pool); }
+  std::unique_ptr<LrnKernel> lrn(const LrnDesc& d) override { return plain(d, "lrn", make_lrn); }
   std::unique_ptr<BatchNormKernel> batch_norm(const BatchNormDesc& d) override {
-    check_exec(d.exec, "batch_norm");
-    return make_batch_norm(ctx_, d);
+    return plain(d, "batch_norm", make_batch_norm);
   }
-  std::unique_ptr<LinearKernel> linear(const LinearDesc& d) override {
-    check_exec(d.exec, "linear");
-    return make_linear(ctx_, d);
-  }
+  std::unique_ptr<LinearKernel> linear(const LinearDesc& d) override { return plain(d, "linear", make_linear); }
 
   void relu_forward(const float* x, float* y, size_t count) override {
     cuda::relu_forward(x, y, count);
@@ -321,12 +309,15 @@ class CudaBackend final : public Backend {
   }
 
  private:
-  void check_exec(const KernelExec& e, const char* kernel) const {
-    DT_CHECK(!e.any_format && !e.relu && e.src.is_plain_f32(), "the cuda backend's ", kernel,
-             " kernel reads and writes f32 nchw without a fused ReLU; asked for ",
-             e.any_format ? "any format" : e.src.str().c_str(), e.relu ? " with a ReLU" : "");
-    const std::string why = precision_unsupported(e.precision);
+  // A kernel on f32 nchw computing in f32, or in bf16 where this device can.
+  // The return type is spelled out: `auto` is not deduced yet where the
+  // overrides above call it.
+  template <class D, class Make>
+  std::invoke_result_t<Make&, const ContextPtr&, const D&> plain(const D& d, const char* kernel, Make make) {
+    require_plain_exec(d.exec, "cuda", kernel, /*allow_bf16=*/true);
+    const std::string why = precision_unsupported(d.exec.precision);
     DT_CHECK(why.empty(), "the cuda backend's ", kernel, " kernel: ", why);
+    return make(ctx_, d);
   }
 
   ContextPtr ctx_;

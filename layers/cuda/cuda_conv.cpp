@@ -134,8 +134,7 @@ class CudaConv final : public ConvKernel {
     Context::Bf16Parts s;
     if (bf16_) {  // x → bf16 scratch, w → the bf16 copy; y comes out in bf16 scratch
       s = ctx_->bf16_scratch({xn_, yn_});
-      to_bf16(x, s.p[0], xn_);
-      xp = s.p[0];
+      xp = to_bf16(x, s.p[0], xn_);
       wp = w16_->cast(w);
       yp = s.p[1];
     }
@@ -176,11 +175,9 @@ class CudaConv final : public ConvKernel {
     if (bf16_ && (dx != nullptr || dw != nullptr)) {
       // parts: dy, x (for dw), dw, dx — each only when its pass runs
       s = ctx_->bf16_scratch({yn_, dw ? xn_ : 0, dw ? wn_ : 0, dx ? xn_ : 0});
-      to_bf16(dy, s.p[0], yn_);
-      dyp = s.p[0];
+      dyp = to_bf16(dy, s.p[0], yn_);
       if (dw != nullptr) {
-        to_bf16(x, s.p[1], xn_);
-        xp = s.p[1];
+        xp = to_bf16(x, s.p[1], xn_);
         dwp = s.p[2];
       }
       if (dx != nullptr) {

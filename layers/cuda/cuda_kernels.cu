@@ -13,6 +13,7 @@
 
 #include "core/error.hpp"
 #include "layers/cuda/cuda_kernels.hpp"
+#include "layers/format.hpp"
 
 namespace dtrain::layers::cuda {
 namespace {
@@ -174,17 +175,8 @@ __global__ void k_lrn_bwd(const float* x, const float* dy, float* dx, int n, int
   }
 }
 
-// layers::to_bf16 bit for bit: add 0x7fff plus the lowest kept bit, truncate
-// (round to nearest even; overflow rounds to ±inf as it should); a NaN keeps
-// its top bits and is made quiet so that truncation cannot turn it into inf.
-__device__ uint16_t bf16_bits(float x) {
-  uint32_t u = __float_as_uint(x);
-  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu) != 0) return uint16_t((u >> 16) | 0x0040u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return uint16_t(u >> 16);
-}
 __global__ void k_to_bf16(const float* x, uint16_t* y, size_t count) {
-  DT_GRID_LOOP(i, count) y[i] = bf16_bits(x[i]);
+  DT_GRID_LOOP(i, count) y[i] = bf16_bits(x[i]);  // layers/format.hpp
 }
 __global__ void k_from_bf16(const uint16_t* x, float* y, size_t count) {
   DT_GRID_LOOP(i, count) y[i] = __uint_as_float(uint32_t(x[i]) << 16);
@@ -271,10 +263,11 @@ void lrn_backward(const float* x, const float* dy, float* dx, int n, int c, int 
   k_lrn_bwd<<<blocks_for(count), kThreads>>>(x, dy, dx, n, c, hw, size, alpha, beta, k);
   check_launch();
 }
-void to_bf16(const float* x, uint16_t* y, size_t count) {
-  if (count == 0) return;
+uint16_t* to_bf16(const float* x, uint16_t* y, size_t count) {
+  if (count == 0) return y;
   k_to_bf16<<<blocks_for(count), kThreads>>>(x, y, count);
   check_launch();
+  return y;
 }
 void from_bf16(const uint16_t* x, float* y, size_t count) {
   if (count == 0) return;

@@ -46,9 +46,10 @@ void lrn_backward(const float* x, const float* dy, float* dx, int n, int c, int 
 
 // float32 ↔ bfloat16 (bf16 elements as their uint16_t bit patterns, device
 // memory): to_bf16 rounds to nearest, ties to even, a NaN stays a quiet NaN —
-// the bit arithmetic of layers::to_bf16 (format.cpp), so host and device
-// round identically; from_bf16 widens exactly. x, y: [count].
-void to_bf16(const float* x, uint16_t* y, size_t count);
+// by layers::bf16_bits (format.hpp), the host's layers::to_bf16 too, so host
+// and device round identically — and returns y (the operand its caller passes
+// on); from_bf16 widens exactly. x, y: [count].
+uint16_t* to_bf16(const float* x, uint16_t* y, size_t count);
 void from_bf16(const uint16_t* x, float* y, size_t count);
 
 }  // namespace dtrain::layers::cuda

@@ -39,8 +39,7 @@ class CudaLinear final : public LinearKernel {
     const void *xp = x, *wp = w;
     if (bf16_) {
       const Context::Bf16Parts s = ctx_->bf16_scratch({size_t(d_.n) * d_.in});
-      to_bf16(x, s.p[0], size_t(d_.n) * d_.in);
-      xp = s.p[0];
+      xp = to_bf16(x, s.p[0], size_t(d_.n) * d_.in);
       wp = w16_->cast(w);
     }
     gemm(CUBLAS_OP_T, CUBLAS_OP_N, d_.out, d_.n, d_.in, wp, d_.in, xp, d_.in, y, d_.out);
@@ -54,12 +53,8 @@ class CudaLinear final : public LinearKernel {
     if (bf16_ && (dx != nullptr || dw != nullptr)) {
       const size_t xn = size_t(d_.n) * d_.in, yn = size_t(d_.n) * d_.out;
       const Context::Bf16Parts s = ctx_->bf16_scratch({yn, dw != nullptr ? xn : 0});
-      to_bf16(dy, s.p[0], yn);
-      dyp = s.p[0];
-      if (dw != nullptr) {
-        to_bf16(x, s.p[1], xn);
-        xp = s.p[1];
-      }
+      dyp = to_bf16(dy, s.p[0], yn);
+      if (dw != nullptr) xp = to_bf16(x, s.p[1], xn);
       if (dx != nullptr) wp = w16_->of(w);
     }
     if (dx != nullptr) gemm(CUBLAS_OP_N, CUBLAS_OP_N, d_.in, d_.n, d_.out, wp, d_.in, dyp, d_.out, dx, d_.in);
