@@ -219,7 +219,9 @@ int cmd_bench_comm(const std::vector<std::string>& args) {
   if (iters < 1) DT_USAGE("dtrain bench comm: option 'iters' must be >= 1");
   if (pairs < 1) DT_USAGE("dtrain bench comm: option 'pairs' must be >= 1");
   if (!(min_kb >= 1.0 / 256) || !(max_mb * 1024 >= min_kb) || max_mb > 4096)
-    DT_USAGE("dtrain bench comm: options 'min-kb' and 'max-mb' must satisfy 1/256 <= min-kb <= 1024·max-mb, max-mb <= 4096");
+    DT_USAGE("dtrain bench comm: options 'min-kb' = ", min_kb, " (default 4) and 'max-mb' = ", max_mb,
+             " (default 256): the smallest message must be at least 4 bytes and at most the largest, and "
+             "max-mb at most 4096");
   if (ps >= size)
     DT_USAGE("dtrain bench comm: option 'ps' = ", ps, " leaves no worker in ", size, " ranks (at most ", size - 1, ")");
   if (links && algorithms) DT_USAGE("dtrain bench comm: options 'links' and 'algorithms' exclude each other");

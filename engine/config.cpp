@@ -132,7 +132,7 @@ struct Options {
       ("workspace-mb", def(&c.workspace_mb), "cuda: cuDNN workspace budget per convolution layer, MiB (the fastest algorithm that fits is chosen)")
       ("tf32", def(&c.tf32), "cuda: allow TF32 tensor cores in convolutions and GEMMs (true | false)")
       ("precision", def(&precision), "fp32 | bf16: bf16 activations and weight copies in the convolutions and GEMMs, with fp32 master weights, gradients, optimizer state, batch-norm statistics and loss (mixed precision; cpu: a CPU with AVX512-BF16 or AMX; cuda: compute capability 8.0 or later, activations stay fp32 between layers)")
-      ("threads", def(&c.threads), "compute threads per rank (0: under Slurm the task's CPUs less the loader threads, else cores / ranks)")
+      ("threads", def(&c.threads), "compute threads per rank, at most 1024 (0: under Slurm the task's CPUs less the loader threads, else the rank's share of the CPUs it may run on)")
       ("minibatch", def(&c.minibatch), "images per worker per step")
       ("eval-minibatch", def(&c.eval_minibatch), "images per evaluation batch (0: minibatch)")
       ("epochs", def(&c.epochs), "passes over the training set")
@@ -217,7 +217,7 @@ void validate(TrainConfig& c, const Options& o) {
   need(c.max_steps >= 0, "max-steps", "must be >= 0");
   need(c.max_train_samples >= 0, "max-train-samples", "must be >= 0");
   need(c.max_test_samples >= 0, "max-test-samples", "must be >= 0");
-  need(c.threads >= 0, "threads", "must be >= 0, got ", c.threads);
+  need(c.threads >= 0 && c.threads <= 1024, "threads", "must be in [0, 1024], got ", c.threads);
   need(c.minibatch <= (1 << 16), "minibatch", "must be <= 65536, got ", c.minibatch);
   need(c.eval_minibatch <= (1 << 16), "eval-minibatch", "must be <= 65536, got ", c.eval_minibatch);
   need(c.seed >= 0, "seed", "must be >= 0, got ", c.seed);

@@ -134,3 +134,8 @@ expect_exit 2 "option 'minibatch' = 0: must be >= 1" -- "$DTRAIN" "${bc[@]}" --m
 expect_exit 2 "option 'warmup' = -1: must be >= 0" -- "$DTRAIN" "${bc[@]}" --warmup -1
 expect_exit 2 "options 'peak-only' and 'no-peak' exclude each other" -- "$DTRAIN" bench compute --peak-only --no-peak
 echo "ok: bench compute's JSON record; bad values named"
+
+# 8. Values far out of range are refused naming the option, before any run folder.
+expect_exit 2 "option 'threads': must be in [0, 1024], got 100000" -- "$DTRAIN" train --job "$J" "${data[@]}" --threads 100000 --runs-dir "$SCRATCH/far"
+[ ! -e "$SCRATCH/far" ] || fail "a refused --threads made a run folder"
+expect_exit 2 "'max-mb' = 0 (default 256)" -- mpirun -np 2 --oversubscribe --bind-to none "$DTRAIN" bench comm --max-mb 0
