@@ -34,6 +34,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "comm/shard.hpp"
 #include "comm/topology.hpp"
@@ -113,12 +114,25 @@ using UpdateRule = std::function<void(float* params, const float* grads, size_t 
 
 // What the servers do with a step's summed gradient (ps/hybrid). The check is
 // joint: after every slice of the step is summed, the servers exchange
-// (non-finite?, Σ g² of their slices) and all take the same decision before
-// any of them updates — every server skips the step, or none does. The cost:
-// a server returns its slices after the whole step's gradients arrived, not
-// slice by slice (docs/reliability.md).
+// (non-finite?, Σ g² of their slices) and all take the same decision — every
+// server skips the step, or none does. Without speculation a server updates
+// and returns its slices only after that decision, so a step's pulls wait for
+// all of its pushes. With speculation (ps mode, no clipping) it updates and
+// returns each piece as soon as the piece is summed and finite, having copied
+// the piece's parameters and rule state aside; a step that the joint check
+// then skips is rolled back — the copies restored, every slice returned again
+// (status flag kStatusResend, ps_client.cpp) — so the parameters and the
+// state after any step are bitwise those of the non-speculative protocol
+// (docs/reliability.md).
 struct ServeHooks {
   UpdateRule rule;
+  // Speculate (see above) when the mode is ps and clip_norm is 0; hybrid and
+  // clipping (the scale needs the whole step's norm) always wait for the check.
+  bool speculate = false;
+  // What the rule writes besides params[begin, end): arenas indexed like the
+  // parameters (the Sgd's momentum), copied aside with them for the rollback.
+  // A rule with state it does not list here must leave speculate false.
+  std::vector<float*> state;
   // > 0: the summed gradient is scaled by min(1, clip_norm / ‖g‖₂) before the
   // update (global-norm clipping, Pascanu et al. 2013); ‖g‖ over all servers.
   double clip_norm = 0;
@@ -190,7 +204,7 @@ class Exchange {
   // has stopped or asked for a checkpoint. params: the whole arena (after
   // broadcast_params).
   ServeEnd serve(float* params, const ServeHooks& hooks);
-  ServeEnd serve(float* params, const UpdateRule& rule) { return serve(params, ServeHooks{rule, 0, nullptr}); }
+  ServeEnd serve(float* params, const UpdateRule& rule) { return serve(params, ServeHooks{rule, false, {}, 0, nullptr}); }
 
   // Collective over the workers: x ← mean over workers (batch-norm running
   // statistics before evaluation and saving), and x ← Σ over workers

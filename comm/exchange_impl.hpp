@@ -52,6 +52,7 @@ inline constexpr int64_t kCtrlCheckpointStop = -3;
 // A server's status of one step, to each sender: [flags, ‖g‖₂] as doubles.
 inline constexpr double kStatusSkipped = 1;    // flag bits
 inline constexpr double kStatusSignalled = 2;
+inline constexpr double kStatusResend = 4;  // skipped after speculative returns: every slice follows again
 }  // namespace detail
 
 struct Exchange::Impl {

@@ -42,7 +42,10 @@
 //                                  reducer.broadcast_from_leader(p[j])
 //
 //   every sender also receives one status [flags, ‖g‖] from each server
-//   (tag_extra(status)) after the step's parameters: skipped, signalled.
+//   (tag_extra(status)) after the step's parameters: skipped, signalled,
+//   resend; on resend (ps mode only) it receives that server's slices again,
+//   the parameters from before the rolled-back step, into P(j) as above
+//   (tag_param(j, s)), and puts them.
 //
 //   server, for each step (ps_server.cpp):
 //     1. receive one control message from every sender: all −1 → return
@@ -55,14 +58,22 @@
 //     3. when all senders' parts of a piece of slice j are in:
 //          gradsum[piece] = ((sender 0 + sender 1) + sender 2) + …, and its
 //          Σ g² (8 lanes in a fixed order); the step's Σ g² adds the pieces'
-//          in slice and piece order, whatever order they arrived in
+//          in slice and piece order, whatever order they arrived in.
+//          Speculating (ps mode, no clipping; exchange.hpp ServeHooks), while
+//          every piece so far is finite: copy the piece's params and rule
+//          state aside, rule(params, gradsum, piece, s), and → every sender:
+//          slice j's updated pieces that follow its last sent one, in order
 //     4. the joint check: allgather (non-finite?, Σ g²) over the servers;
-//        skip = any non-finite; clip scale from ‖g‖ = √Σ (server order)
-//     5. for each slice j, piece by piece (ps_piece floats, chunked.hpp):
-//        unless skip, rule(params, gradsum·scale, piece, s); → every sender:
-//        the piece of params[j] (unchanged when skipped), before the next
-//        piece is updated
-//     6. → every sender: the status; wait for the step's sends
+//        skip = any non-finite; clip scale from ‖g‖ = √Σ (server order);
+//        skip after speculative updates: wait for the sends, restore the
+//        copies
+//     5. for each slice j, its pieces not sent yet, in order (ps_piece
+//        floats, chunked.hpp): unless skip or already updated,
+//        rule(params, gradsum·scale, piece, s); → every sender: the piece of
+//        params[j] (unchanged when skipped), before the next piece is updated
+//     6. → every sender: the status; wait for the step's sends; if the step
+//        was skipped after a speculative piece was sent (flag resend): →
+//        every sender: every slice's params again, in pieces
 //
 // Determinism: every sum is taken in a fixed order that does not depend on
 // timing — a leader adds its members in local-rank order (the MPI reducer's
@@ -255,12 +266,34 @@ void Exchange::Impl::run_step_ps(int64_t st) {
   detail::wait_all(reqs);
   trace.close_all();
   if (sender) {  // every server's status of the step (the same decision on each: the joint check)
+    std::vector<char> resend(static_cast<size_t>(topo.num_servers()), 0);
     for (int s = 0; s < topo.num_servers(); ++s) {
       const int flags = static_cast<int>(status_in[2 * static_cast<size_t>(s)]);
       status.skipped |= (flags & static_cast<int>(detail::kStatusSkipped)) != 0;
       status.peer_signalled |= (flags & static_cast<int>(detail::kStatusSignalled)) != 0;
+      resend[static_cast<size_t>(s)] = (flags & static_cast<int>(detail::kStatusResend)) != 0;
     }
     status.grad_norm = status_in[1];
+    // A step rolled back after speculative returns: those servers' slices
+    // again, with the parameters from before the step (same tags: every
+    // receive of the first round has completed, and MPI does not overtake).
+    size_t again = 0;
+    trace.reset(tl, st);
+    for (size_t j = 0; j < ns; ++j)
+      if (resend[static_cast<size_t>(slices[j].server)]) {
+        DT_CHECK(!hybrid, "ps step ", st, ": server ", slices[j].server, " returned a rolled-back step in hybrid mode");
+        const int peer = topo.server_rank(slices[j].server);
+        detail::irecv_chunked(staging.params(p, slices[j].begin), slices[j].count, peer, detail::tag_param(j, st),
+                              ps_comm, detail::ps_piece(chunk), tmp);
+        track(j, Ev::param, TK::pull, slices[j].count, peer);
+        ++again;
+      }
+    if (again > 0) {
+      detail::wait_all(reqs);
+      trace.close_all();
+      for (size_t j = 0; j < ns; ++j)
+        if (resend[static_cast<size_t>(slices[j].server)]) staging.put_params(p, slices[j].begin, slices[j].count);
+    }
   }
 }
 

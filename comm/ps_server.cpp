@@ -8,15 +8,26 @@
 // slices are received directly, and one buffer per further sender sized to
 // this server's load. The rule sees the whole arena through params/gradsum
 // but touches only [begin, end); its optimizer state (momentum) lives on the
-// server. Updates wait for the joint check of the whole step (exchange.hpp
-// ServeHooks); the gradients come in pieces (kPsPieceFloats, chunked.hpp)
-// and each piece is summed and squared (the check's partial) as soon as it
-// is in, while the next ones travel; after the check, the update and the
-// return of the parameters are pipelined piece by piece: piece i+1 is updated
-// while piece i travels, so only the last piece's transfer is exposed.
+// server. The gradients come in pieces (kPsPieceFloats, chunked.hpp) and each
+// piece is summed and squared (the check's partial) as soon as it is in,
+// while the next ones travel.
+//
+// When to update (exchange.hpp ServeHooks). Waiting: after the joint check of
+// the whole step, the update and the return of the parameters are pipelined
+// piece by piece (piece i+1 is updated while piece i travels), but no pull
+// overlaps a push. Speculating (ps mode, no clipping): each piece is updated
+// and returned as soon as it is summed and finite, so the senders' pulls of
+// early pieces overlap their pushes of later ones — with 1 worker and 1
+// server the server's receive copies and the worker's pull copies run on
+// their two cores at once. Before such an update the piece's parameters and
+// rule state are copied to `saved` (load floats per arena, the same offsets as
+// a sender buffer); a skipped step restores them once its sends completed,
+// and returns every slice again after the status (kStatusResend). Pieces
+// after a non-finite one wait for the check.
 // The cost per step and byte: the receive, one pass that adds the further
 // senders and squares the sum (hidden under the receive but for the last
-// piece), the update.
+// piece), the update; speculating, also the copy aside of the parameters and
+// state.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -67,7 +78,9 @@ ServeEnd detail::serve_ps(const Topology& topo, Mode mode, const ShardMap& map, 
   // that limit posts one request per piece), from every sender in turn.
   std::vector<Piece> pieces;  // of the step's gradient receives
   std::vector<size_t> owner;  // per receive request, in posting order: index into `pieces`
+  std::vector<size_t> first_piece;  // per slice k: its first piece; first_piece[mine.size()]: pieces.size()
   for (size_t k = 0; k < mine.size(); ++k) {
+    first_piece.push_back(pieces.size());
     const size_t first = pieces.size(), count = slices[mine[k]].count;
     for (size_t off = 0; off < count; off += piece) pieces.push_back({k, off, std::min(piece, count - off)});
     for (size_t s = 0; s < nsend; ++s)
@@ -75,10 +88,40 @@ ServeEnd detail::serve_ps(const Topology& topo, Mode mode, const ShardMap& map, 
   }
   std::vector<size_t> left(pieces.size());     // per piece: senders' parts not yet in
   std::vector<double> sumsq(pieces.size());    // per piece: its Σ g²
+  first_piece.push_back(pieces.size());
+  std::vector<size_t> next_send(mine.size());  // per slice: its first piece not sent yet this step
+  std::vector<char> updated;                    // per piece: the rule ran on it this step
+
+  // Speculation (exchange.hpp ServeHooks): the arenas the rule writes and
+  // their copies aside, `load` floats each.
+  const bool spec = hooks.speculate && hooks.clip_norm <= 0 && mode == Mode::ps;
+  std::vector<float*> arenas;
+  std::vector<std::unique_ptr<float[]>> saved;
+  if (spec) {
+    arenas.push_back(params);
+    for (float* a : hooks.state) {
+      DT_CHECK(a != nullptr, "parameter server ", me, ": a null rule state for speculation");
+      arenas.push_back(a);
+    }
+    for (size_t a = 0; a < arenas.size(); ++a) saved.emplace_back(new float[std::max<size_t>(load, 1)]);
+  }
+
   std::vector<int> idx;
   std::vector<double> mine_check(2), all_check(2 * static_cast<size_t>(nservers));
   double status[2] = {0, 0};
   TransferTrace recv_trace, send_trace;  // the timeline's receives and sends of a step
+  // Waits for every send posted (completions one by one for the timeline's
+  // send events), then starts a new trace of the step's sends.
+  int64_t st = 0;
+  timeline::Buffer* tl = nullptr;
+  auto wait_sends = [&] {
+    if (tl)
+      for (int n; (n = detail::wait_some(sends, idx)) != MPI_UNDEFINED;)
+        for (int c = 0; c < n; ++c) send_trace.completed(idx[static_cast<size_t>(c)]);
+    detail::wait_all(sends);
+    send_trace.close_all();
+    send_trace.reset(tl, st);
+  };
   for (;;) {
     // 1. Control.
     for (size_t s = 0; s < nsend; ++s) {
@@ -100,8 +143,8 @@ ServeEnd detail::serve_ps(const Topology& topo, Mode mode, const ShardMap& map, 
     if (ctrl[0] == kCtrlCheckpoint) return ServeEnd::checkpoint;
     if (ctrl[0] == kCtrlCheckpointStop) return ServeEnd::checkpoint_and_stop;
     DT_CHECK(ctrl[0] >= 0, "parameter server ", me, ": unknown control message ", ctrl[0]);
-    const int64_t st = ctrl[0];
-    timeline::Buffer* tl = timeline ? timeline->for_step(st) : nullptr;
+    st = ctrl[0];
+    tl = timeline ? timeline->for_step(st) : nullptr;
     timeline::Span step_span(tl, TK::server_step, st);
     recv_trace.reset(tl, st);
     send_trace.reset(tl, st);
@@ -126,7 +169,11 @@ ServeEnd detail::serve_ps(const Topology& topo, Mode mode, const ShardMap& map, 
     //    addition fused with the squares), while later pieces still arrive;
     //    note whether it is finite and its Σ g² (sum_squares: a fixed order).
     //    The step's Σ g² adds the pieces' in slice and piece order.
-    bool bad = false;
+    //    Speculating, a finite piece is then updated (after its copy aside)
+    //    and the slice's pieces go out in order as far as they are updated.
+    bool bad = false, any_spec = false;
+    updated.assign(pieces.size(), 0);
+    for (size_t k = 0; k < mine.size(); ++k) next_send[k] = first_piece[k];
     auto sum_piece = [&](size_t id) {
       const Piece& pc = pieces[id];
       const Slice& sl = slices[mine[pc.k]];
@@ -141,6 +188,31 @@ ServeEnd detail::serve_ps(const Topology& topo, Mode mode, const ShardMap& map, 
       if (!std::isfinite(q)) bad = true;  // an Inf or NaN element makes Σ g² non-finite
       sumsq[id] = q;
     };
+    // Posts the sends of slice k's pieces from next_send[k] on while ready(piece).
+    auto send_in_order = [&](size_t k, auto ready) {
+      const size_t end = first_piece[k + 1];
+      for (size_t& i = next_send[k]; i < end && ready(i); ++i) {
+        const Piece& pc = pieces[i];
+        const size_t b = slices[mine[k]].begin + pc.off;
+        for (size_t s = 0; s < nsend; ++s) {
+          DT_CHECK_MPI(MPI_Isend(params + b, static_cast<int>(pc.n), MPI_FLOAT, from[s],
+                                 detail::tag_param(mine[k], st), ps_comm, &sends.emplace_back()));
+          send_trace.open(TK::server_send, 1, pc.n * sizeof(float), static_cast<int32_t>(mine[k]), from[s]);
+        }
+      }
+    };
+    auto speculate = [&](size_t id) {
+      const Piece& pc = pieces[id];
+      const size_t b = slices[mine[pc.k]].begin + pc.off, at = local_off[pc.k] + pc.off;
+      {
+        timeline::Span span(tl, TK::server_update, st, pc.n * sizeof(float), static_cast<int32_t>(mine[pc.k]));
+        for (size_t a = 0; a < arenas.size(); ++a) std::copy_n(arenas[a] + b, pc.n, saved[a].get() + at);
+        hooks.rule(params, gsum.get(), b, b + pc.n, st);
+      }
+      updated[id] = 1;
+      any_spec = true;
+      send_in_order(pc.k, [&](size_t i) { return updated[i] != 0; });
+    };
     size_t done = 0;
     while (done < pieces.size()) {
       const int count = detail::wait_some(reqs, idx);
@@ -151,6 +223,7 @@ ServeEnd detail::serve_ps(const Topology& topo, Mode mode, const ShardMap& map, 
         if (--left[id] == 0) {
           sum_piece(id);
           ++done;
+          if (spec && !bad) speculate(id);
         }
       }
     }
@@ -179,39 +252,47 @@ ServeEnd detail::serve_ps(const Topology& topo, Mode mode, const ShardMap& map, 
     const float scale = !skip && hooks.clip_norm > 0 && norm > hooks.clip_norm
                             ? static_cast<float>(hooks.clip_norm / norm) : 1.0f;
 
-    // 5. Update (unless skipped) and return every slice, piece by piece: a
-    //    piece leaves as soon as it is updated (every sender receives the
-    //    slice in the same pieces, ps_client.cpp).
-    for (size_t k = 0; k < mine.size(); ++k) {
-      const Slice& sl = slices[mine[k]];
-      {
-        timeline::Span span(tl, TK::server_update, st, sl.count * sizeof(float), static_cast<int32_t>(mine[k]));
-        for (size_t b = sl.begin, end = sl.begin + sl.count; b < end; b += piece) {
-          const size_t n = std::min(piece, end - b);
-          if (!skip) {
-            if (scale != 1.0f) {
-              float* g = gsum.get() + b;
-              for (size_t e = 0; e < n; ++e) g[e] *= scale;
-            }
-            hooks.rule(params, gsum.get(), b, b + n, st);
-          }
-          for (size_t s = 0; s < nsend; ++s)
-            DT_CHECK_MPI(MPI_Isend(params + b, static_cast<int>(n), MPI_FLOAT, from[s],
-                                   detail::tag_param(mine[k], st), ps_comm, &tmp.emplace_back()));
+    // A skipped step after speculative updates: once their sends have
+    // completed (MPI reads a send buffer until then), put the copies back.
+    // Sent pieces go out again after the status.
+    bool resend = false;
+    if (skip && any_spec) {
+      for (size_t k = 0; k < mine.size(); ++k) resend |= next_send[k] > first_piece[k];
+      wait_sends();
+      for (size_t id = 0; id < pieces.size(); ++id)
+        if (updated[id]) {
+          const Piece& pc = pieces[id];
+          const size_t b = slices[mine[pc.k]].begin + pc.off, at = local_off[pc.k] + pc.off;
+          for (size_t a = 0; a < arenas.size(); ++a) std::copy_n(saved[a].get() + at, pc.n, arenas[a] + b);
+          updated[id] = 0;
         }
-      }
-      // Into `sends` sender by sender (tmp is piece-major), one traced
-      // transfer per sender from here (the slice's last piece posted).
-      const size_t npieces = tmp.size() / std::max<size_t>(nsend, 1);
-      for (size_t s = 0; s < nsend; ++s) {
-        for (size_t i = 0; i < npieces; ++i) sends.push_back(tmp[i * nsend + s]);
-        send_trace.open(TK::server_send, npieces, sl.count * sizeof(float), static_cast<int32_t>(mine[k]), from[s]);
-      }
-      tmp.clear();
     }
 
-    // 6. The step's status, then its replies.
-    status[0] = (skip ? kStatusSkipped : 0) + (hooks.signalled && hooks.signalled() ? kStatusSignalled : 0);
+    // 5. Update (unless skipped) what is not updated yet and return the rest
+    //    of every slice, piece by piece: a piece leaves as soon as it is
+    //    updated (every sender receives the slice in the same pieces,
+    //    ps_client.cpp).
+    for (size_t k = 0; k < mine.size(); ++k) {
+      if (next_send[k] == first_piece[k + 1]) continue;
+      timeline::Span span(tl, TK::server_update, st, slices[mine[k]].count * sizeof(float),
+                          static_cast<int32_t>(mine[k]));
+      send_in_order(k, [&](size_t i) {
+        if (!skip && !updated[i]) {
+          const size_t b = slices[mine[k]].begin + pieces[i].off, n = pieces[i].n;
+          if (scale != 1.0f) {
+            float* g = gsum.get() + b;
+            for (size_t e = 0; e < n; ++e) g[e] *= scale;
+          }
+          hooks.rule(params, gsum.get(), b, b + n, st);
+        }
+        return true;
+      });
+    }
+
+    // 6. The step's status, then its replies; after a rolled-back step,
+    //    every slice again (the senders post those receives on the flag).
+    status[0] = (skip ? kStatusSkipped : 0) + (hooks.signalled && hooks.signalled() ? kStatusSignalled : 0) +
+                (resend ? kStatusResend : 0);
     status[1] = norm;
     for (size_t s = 0; s < nsend; ++s) {
       MPI_Request r;
@@ -220,10 +301,14 @@ ServeEnd detail::serve_ps(const Topology& topo, Mode mode, const ShardMap& map, 
       sends.push_back(r);
       send_trace.untraced(1);
     }
-    if (tl)  // completions one by one, for the timeline's send events
-      for (int n; (n = detail::wait_some(sends, idx)) != MPI_UNDEFINED;)
-        for (int c = 0; c < n; ++c) send_trace.completed(idx[static_cast<size_t>(c)]);
-    detail::wait_all(sends);
+    wait_sends();
+    if (resend) {
+      for (size_t k = 0; k < mine.size(); ++k) {
+        next_send[k] = first_piece[k];
+        send_in_order(k, [](size_t) { return true; });
+      }
+      wait_sends();
+    }
   }
 }
 

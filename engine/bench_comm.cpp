@@ -90,16 +90,19 @@ double slowest_call(MPI_Comm c, Op&& op) {
 
 // Time of one exchange step of `floats` gradients in mode m (median over iters), on the workers;
 // servers serve. Returns the time on world rank 0 (0 on servers).
-double time_exchange(const comm::Topology& topo, comm::Mode m, size_t floats, int iters) {
+double time_exchange(const comm::Topology& topo, comm::Mode m, size_t floats, int iters, bool speculate) {
   comm::ExchangeOptions eo;
   eo.mode = m;
   eo.bucket_bytes = std::max<size_t>(floats * 4 / 4, 1 << 20);  // ~4 buckets for large messages
   comm::Exchange ex(topo, eo, floats);
   std::vector<float> params(floats, 1.0f), grads(floats, 1e-3f);
   if (topo.is_server()) {
-    ex.serve(params.data(), [](float* p, const float* g, size_t b, size_t e, int64_t) {
+    comm::ServeHooks hooks;
+    hooks.rule = [](float* p, const float* g, size_t b, size_t e, int64_t) {
       for (size_t i = b; i < e; ++i) p[i] -= 0.01f * g[i];
-    });
+    };
+    hooks.speculate = speculate;  // the rule has no state besides the parameters
+    ex.serve(params.data(), hooks);
     return 0;
   }
   std::vector<double> t;
@@ -195,15 +198,18 @@ int bench_links(int rpn, size_t bytes, int rank) {
 
 int cmd_bench_comm(const std::vector<std::string>& args) {
   int ps = 0, rpn = 0, iters = 5, pairs = 3;
-  bool links = false, algorithms = false;
+  bool links = false, algorithms = false, wait_check = false;
   double min_kb = 4, max_mb = 256;
-  po::options_description desc("dtrain bench comm [--ps N] [--ranks-per-node K] [--min-kb 4] [--max-mb 256] [--iters 5] [--pairs 3] [--algorithms | --links]");
+  po::options_description desc("dtrain bench comm [--ps N] [--ranks-per-node K] [--min-kb 4] [--max-mb 256] [--iters 5] [--pairs 3] [--wait-for-check] [--algorithms | --links]");
   desc.add_options()("help,h", "this help")("ps", po::value(&ps)->default_value(0), "servers for the ps and hybrid rows (0: world/4, at least 1)")(
       "ranks-per-node", po::value(&rpn)->default_value(0), "virtual nodes for hybrid (0: real nodes)")(
       "min-kb", po::value(&min_kb)->default_value(4), "smallest message, KiB")(
       "max-mb", po::value(&max_mb)->default_value(256), "largest message, MiB")(
       "iters", po::value(&iters)->default_value(5), "timed repetitions per size (median)")(
       "pairs", po::value(&pairs)->default_value(3), "rounds per size, each timing every column once (medians; ratios per round)")(
+      "wait-for-check", po::bool_switch(&wait_check),
+      "ps servers update and return only after the step's joint non-finite check (no speculation: "
+      "comm::ServeHooks)")(
       "links", po::bool_switch(&links), "only the intra- and inter-node ping-pong links (latency, Gb/s) at --max-mb")(
       "algorithms", po::bool_switch(&algorithms),
       "only the allreduce algorithms (MPI_Allreduce, recursive doubling, ring) per size, x2 steps: the crossover table");
@@ -228,6 +234,7 @@ int cmd_bench_comm(const std::vector<std::string>& args) {
   if ((links || algorithms) && !vm["pairs"].defaulted())
     DT_USAGE("dtrain bench comm: option 'pairs' applies to the exchange table, not to --", links ? "links" : "algorithms");
   comm::check_launcher(size);
+  const bool speculate = !wait_check;
   if (links) return bench_links(rpn, static_cast<size_t>(max_mb * 1048576.0), rank);
   if (algorithms) return bench_algorithms(min_kb * 1024, max_mb * 1048576.0, iters, rank, size);
   if (ps == 0) ps = std::max(1, size / 4);
@@ -247,10 +254,10 @@ int cmd_bench_comm(const std::vector<std::string>& args) {
     std::vector<double> mpi, ar, pps, pss, hys, ratios, pcts;
     for (int r = 0; r < pairs; ++r) {
       mpi.push_back(time_mpi_allreduce(MPI_COMM_WORLD, floats, it));
-      ar.push_back(time_exchange(all, comm::Mode::allreduce, floats, it));
+      ar.push_back(time_exchange(all, comm::Mode::allreduce, floats, it, speculate));
       pps.push_back(comm::pingpong_seconds(MPI_COMM_WORLD, 0, 1, static_cast<size_t>(bytes), it));
-      pss.push_back(time_exchange(servers, comm::Mode::ps, floats, it));
-      hys.push_back(time_exchange(servers, comm::Mode::hybrid, floats, it));
+      pss.push_back(time_exchange(servers, comm::Mode::ps, floats, it, speculate));
+      hys.push_back(time_exchange(servers, comm::Mode::hybrid, floats, it, speculate));
       ratios.push_back(mpi.back() / ar.back());
       pcts.push_back(100 * 2 * pps.back() * per_server / pss.back());  // (2·S·W / (N_ps·B_pp)) / t_ps; rank 0's
     }

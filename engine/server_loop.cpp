@@ -24,6 +24,11 @@ void ServerLoop::run() {
       break;
     }
   hooks.clip_norm = job_.cfg.clip_grad_norm;
+  // Update and return each piece before the step's joint check (ps mode, no
+  // clipping); the rule writes the parameters and the Sgd's momentum, so a
+  // rolled-back step restores both (comm::ServeHooks).
+  hooks.speculate = true;
+  hooks.state = {job_.sgd->momentum_state()};
   hooks.signalled = [] { return stop_signal() != 0; };
   for (;;) {
     const comm::ServeEnd end = ex_.serve(job_.net->params().data(), hooks);
