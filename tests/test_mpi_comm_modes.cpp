@@ -64,10 +64,16 @@ struct Run {
   size_t chunk = (size_t{1} << 31) - 1;
   size_t bucket_bytes = size_t{64} << 10;
   unsigned seed = 1;
+  bool speculate = true;  // ps servers update before the joint check (comm::ServeHooks)
+  // A NaN in world rank nan_rank's gradient at nan_index in step nan_step (-1: none).
+  int64_t nan_step = -1;
+  int nan_rank = 0;
+  size_t nan_index = 0;
 };
 
-// Returns the final parameters on workers, an empty vector on servers.
-std::vector<float> train(const Layout& l, const Run& run, int* num_workers) {
+// Returns the final parameters on workers, an empty vector on servers;
+// *skipped (if given): per step, whether the step's status said skipped.
+std::vector<float> train(const Layout& l, const Run& run, int* num_workers, std::vector<char>* skipped = nullptr) {
   const int r = world_rank();
   Topology topo(MPI_COMM_WORLD, {l.ps, l.rpn});
   *num_workers = topo.num_workers();
@@ -82,7 +88,11 @@ std::vector<float> train(const Layout& l, const Run& run, int* num_workers) {
   ex.broadcast_params(p.data());
   if (topo.is_server()) {
     Momentum rule(run.arena);
-    ex.serve(p.data(), std::ref(rule));
+    ServeHooks hooks;
+    hooks.rule = std::ref(rule);
+    hooks.speculate = run.speculate;
+    hooks.state = {rule.v.data()};
+    ex.serve(p.data(), hooks);
     return {};
   }
   Momentum local(run.arena);
@@ -90,6 +100,7 @@ std::vector<float> train(const Layout& l, const Run& run, int* num_workers) {
   const size_t max_piece = run.arena / 16 + 1;
   for (int64_t step = 0; step < run.steps; ++step) {
     for (size_t i = 0; i < run.arena; ++i) g[i] = grad_of(r, step, i);
+    if (step == run.nan_step && r == run.nan_rank) g[run.nan_index] = std::nanf("");
     // Odd steps give the arena only in finish_step (no overlap, same result).
     if (step % 2 == 0) ex.begin_step(step, p.data(), g.data());
     else ex.begin_step(step);
@@ -102,19 +113,22 @@ std::vector<float> train(const Layout& l, const Run& run, int* num_workers) {
     const StepTimes t = ex.finish_step(p.data(), g.data());
     REQUIRE(t.exposed_s >= 0);
     REQUIRE(t.busy_s >= t.exposed_s);
+    if (skipped) skipped->push_back(t.skipped ? 1 : 0);
     if (l.mode == Mode::allreduce) local(p.data(), g.data(), 0, run.arena, step);
   }
   ex.stop();
   return p;
 }
 
-// Serial SGD with momentum from param0 on the gradient sum(step, i).
+// Serial SGD with momentum from param0 on the gradient sum(step, i); step
+// run.nan_step is skipped (no update, momentum unchanged).
 template <class Sum>
 std::vector<float> serial_with(const Run& run, Sum sum) {
   std::vector<float> p(run.arena), g(run.arena);
   for (size_t i = 0; i < run.arena; ++i) p[i] = param0(i);
   Momentum rule(run.arena);
   for (int64_t step = 0; step < run.steps; ++step) {
+    if (step == run.nan_step) continue;
     for (size_t i = 0; i < run.arena; ++i) g[i] = sum(step, i);
     rule(p.data(), g.data(), 0, run.arena, step);
   }
@@ -288,5 +302,57 @@ TEST_CASE("ps and hybrid: bitwise the serial sums in the protocol's order, whate
       ok = pw == want && pc == want;
     }
     REQUIRE(all_ranks(ok));
+  }
+}
+
+TEST_CASE("ps servers' speculation: bitwise the waiting protocol, and a skipped step rolls back parameters and momentum",
+          "[mpi][comm]") {
+  for (const Layout& l : layouts(world_size())) {
+    if (l.mode == Mode::allreduce) continue;  // the engine checks allreduce sums itself
+    INFO("mode " << mode_name(l.mode) << ", ps " << l.ps << ", ranks-per-node " << l.rpn);
+    // 300,000 floats, slices of 16,384 (64 KiB buckets): a NaN at index 0
+    // arrives in the last slice pushed (ranges are reported descending), after
+    // the servers returned every other piece updated — the rollback and the
+    // second return; at the top index in the first piece, nothing is updated
+    // before the check; in the middle, one server may have sent all of its
+    // slices and another found the NaN. Step 1 of 4 is skipped; steps 2 and 3
+    // read the momentum of step 0, so a momentum left updated shows.
+    for (size_t at : {size_t{0}, size_t{299999}, size_t{150000}}) {
+      for (int chunked = 0; chunked < 2; ++chunked) {
+        INFO("NaN at " << at << (chunked ? ", chunked at 1000" : ""));
+        Run spec, wait;
+        spec.steps = wait.steps = 4;
+        spec.nan_step = wait.nan_step = 1;
+        spec.nan_rank = wait.nan_rank = world_size() - l.ps - 1;  // the last worker
+        spec.nan_index = wait.nan_index = at;
+        spec.chunk = wait.chunk = chunked ? 1000 : spec.chunk;
+        wait.speculate = false;
+        wait.seed = 9;
+        int workers = 0;
+        std::vector<char> sk_spec, sk_wait;
+        const std::vector<float> ps = train(l, spec, &workers, &sk_spec);
+        const std::vector<float> pw = train(l, wait, &workers, &sk_wait);
+        REQUIRE(all_ranks(workers == world_size() - l.ps));
+        REQUIRE(all_ranks(returns_for_role(ps, workers, spec.arena) && returns_for_role(pw, workers, wait.arena)));
+        REQUIRE(same_on_all_workers(ps));
+        bool ok = true;
+        if (is_worker(workers)) {
+          const int per = l.mode == Mode::ps ? 1 : l.rpn > 0 ? l.rpn : workers;
+          const std::vector<float> want = serial_in_protocol_order(spec, workers, per);
+          CHECK(ps == want);
+          CHECK(pw == want);
+          ok = ps == want && pw == want;
+          // Senders learn the skip from the status (in hybrid: the leaders).
+          const bool sender = l.mode == Mode::ps || world_rank() % per == 0;
+          if (sender) {
+            const std::vector<char> want_sk{0, 1, 0, 0};
+            CHECK(sk_spec == want_sk);
+            CHECK(sk_wait == want_sk);
+            ok = ok && sk_spec == want_sk && sk_wait == want_sk;
+          }
+        }
+        REQUIRE(all_ranks(ok));
+      }
+    }
   }
 }
