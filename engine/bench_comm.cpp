@@ -20,7 +20,9 @@
 //                server must move, W senders' S/N_ps in and out, at the
 //                ping-pong bandwidth (DESIGN.md §4's 2·G·P / (N_ps·B_ps); with
 //                2 ranks, 1 worker + 1 server: two one-way transfers of S;
-//                100%: the server's work is hidden)
+//                100%: the server's work is hidden; above 100%: pulls overlap
+//                pushes, as the speculating servers allow — `--wait-for-check`
+//                times the protocol without speculation, comm::ServeHooks)
 //
 // `--algorithms`: the data behind comm/allreduce.hpp's crossover table — per
 // size (×2 steps from --min-kb to --max-mb), MPI_Allreduce, recursive doubling
@@ -233,6 +235,9 @@ int cmd_bench_comm(const std::vector<std::string>& args) {
   if (links && algorithms) DT_USAGE("dtrain bench comm: options 'links' and 'algorithms' exclude each other");
   if ((links || algorithms) && !vm["pairs"].defaulted())
     DT_USAGE("dtrain bench comm: option 'pairs' applies to the exchange table, not to --", links ? "links" : "algorithms");
+  if ((links || algorithms) && wait_check)
+    DT_USAGE("dtrain bench comm: option 'wait-for-check' applies to the exchange table, not to --",
+             links ? "links" : "algorithms");
   comm::check_launcher(size);
   const bool speculate = !wait_check;
   if (links) return bench_links(rpn, static_cast<size_t>(max_mb * 1048576.0), rank);
@@ -276,7 +281,9 @@ int cmd_bench_comm(const std::vector<std::string>& args) {
     std::printf("ratio = MPI_Allreduce time / dtrain allreduce time (> 1: dtrain faster); busbw = size/t · 2(n−1)/n;\n"
                 "pingpong = size / one-way time between ranks 0 and 1; ps/hybrid: one push+pull step of the whole message;\n"
                 "ps %%pp = 2 · one-way ping-pong time · workers / servers / ps time (100: every server's pushes and\n"
-                "pulls at the ping-pong bandwidth; 1 worker + 1 server: push + pull of the message)\n");
+                "pulls at the ping-pong bandwidth; 1 worker + 1 server: push + pull of the message; > 100: pulls\n"
+                "overlap pushes, the servers speculating; %s)\n",
+                speculate ? "--wait-for-check: without" : "this run: --wait-for-check, not speculating");
   return kExitOk;
 }
 

@@ -139,3 +139,12 @@ echo "ok: bench compute's JSON record; bad values named"
 expect_exit 2 "option 'threads': must be in [0, 1024], got 100000" -- "$DTRAIN" train --job "$J" "${data[@]}" --threads 100000 --runs-dir "$SCRATCH/far"
 [ ! -e "$SCRATCH/far" ] || fail "a refused --threads made a run folder"
 expect_exit 2 "'max-mb' = 0 (default 256)" -- mpirun -np 2 --oversubscribe --bind-to none "$DTRAIN" bench comm --max-mb 0
+expect_exit 2 "option 'wait-for-check' applies to the exchange table, not to --links" -- mpirun -np 2 --oversubscribe --bind-to none "$DTRAIN" bench comm --links --wait-for-check
+# The exchange table in both ps protocols (speculating servers, and waiting for the joint check): each says which it timed.
+for flag in "" --wait-for-check; do
+  out=$(mpirun -np 2 --oversubscribe --bind-to none "$DTRAIN" bench comm --ps 1 --min-kb 256 --max-mb 0.25 --iters 2 --pairs 1 $flag 2>&1) || fail "bench comm $flag: $out"
+  grep -qE '^ +256 KiB( +[0-9.]+){9}$' <<<"$out" || fail "bench comm $flag printed no 256 KiB row: $out"
+  want="--wait-for-check: without"; [ -n "$flag" ] && want="this run: --wait-for-check, not speculating"
+  grep -qF -- "$want" <<<"$out" || fail "bench comm $flag does not say '$want': $out"
+done
+echo "ok: bench comm times the ps step with and without speculation, --wait-for-check refused with --links"
