@@ -26,7 +26,8 @@
 //                         dataset indices of its minibatch) to <value>.<rank>
 //   DTRAIN_NONFINITE_AT_STEP test only: the worker of DTRAIN_NONFINITE_RANK
 //   DTRAIN_NONFINITE_RANK (world rank, default 0) writes +Inf into its
-//                         gradient at this step
+//                         gradient at this step (at index 0: the range
+//                         backward reports last)
 //   DTRAIN_CONVERT_KILL_AT test only: `dtrain data imagefolder` raises SIGKILL
 //                         on itself in the first checkpoint at which this run
 //                         has stored at least this many images, after writing

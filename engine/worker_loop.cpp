@@ -80,9 +80,12 @@ WorkerLoop::WorkerLoop(TrainJob& job, comm::Exchange* ex, const RunOutputs& out,
   if (ex || inject_at_)
     on_ready_ = [this, ex](size_t begin, size_t end) {
       interval_.grads_ready_bytes += static_cast<double>(end - begin) * sizeof(float);
-      if (inject_ && begin < end) {  // test only: +Inf into this worker's gradient, before it leaves
+      // Test only: +Inf into this worker's gradient at index 0, in the last
+      // range backward reports (so in ps mode the servers have returned the
+      // other slices speculatively before they meet it), before it leaves.
+      if (inject_ && begin == 0 && begin < end) {
         const float inf = std::numeric_limits<float>::infinity();
-        job_.backend->upload(&inf, job_.net->grads().data() + begin, sizeof(float));
+        job_.backend->upload(&inf, job_.net->grads().data(), sizeof(float));
         inject_ = false;
       }
       if (ex) ex->grads_ready(begin, end);
