@@ -41,6 +41,12 @@
 
 namespace dtrain::comm {
 
+namespace {
+// Pieces whose receives are posted at a time (see post_order below). 2: one
+// being copied in while the last one is summed, updated and sent.
+constexpr size_t kRecvWindowPieces = 2;
+}  // namespace
+
 ServeEnd detail::serve_ps(const Topology& topo, Mode mode, const ShardMap& map, MPI_Comm ps_comm,
                           MPI_Comm server_comm, size_t chunk, float* params, const ServeHooks& hooks,
                           timeline::Buffer* timeline) {
@@ -74,18 +80,27 @@ ServeEnd detail::serve_ps(const Topology& topo, Mode mode, const ShardMap& map, 
     size_t k, off, n;  // index into `mine`, offset in the slice, floats
   };
   // The receives of every step, the same each step: each slice here in
-  // pieces (ps_piece, as the senders cut their pushes; irecv_chunked with
-  // that limit posts one request per piece), from every sender in turn.
+  // pieces (ps_piece, as the senders cut their pushes), one request per piece
+  // and sender. They are posted in post_order — slices descending (the order
+  // backward makes them ready and the senders push them), pieces ascending —
+  // a window of kRecvWindowPieces pieces at a time: with every receive posted
+  // at once, Open MPI's progress (vader's single-copy get of each piece runs
+  // inside it) took in the whole step in one wait before reporting any piece,
+  // so nothing could be summed or returned early. A piece sent before its
+  // receive is posted waits in MPI's unexpected queue (its rendezvous copy
+  // starts when the receive is posted); senders never wait for a server
+  // before pushing, so the window cannot deadlock.
   std::vector<Piece> pieces;  // of the step's gradient receives
   std::vector<size_t> owner;  // per receive request, in posting order: index into `pieces`
   std::vector<size_t> first_piece;  // per slice k: its first piece; first_piece[mine.size()]: pieces.size()
   for (size_t k = 0; k < mine.size(); ++k) {
     first_piece.push_back(pieces.size());
-    const size_t first = pieces.size(), count = slices[mine[k]].count;
+    const size_t count = slices[mine[k]].count;
     for (size_t off = 0; off < count; off += piece) pieces.push_back({k, off, std::min(piece, count - off)});
-    for (size_t s = 0; s < nsend; ++s)
-      for (size_t i = first; i < pieces.size(); ++i) owner.push_back(i);
   }
+  std::vector<size_t> post_order;
+  for (size_t k = mine.size(); k-- > 0;)
+    for (size_t i = first_piece[k]; i < pieces.size() && pieces[i].k == k; ++i) post_order.push_back(i);
   std::vector<size_t> left(pieces.size());     // per piece: senders' parts not yet in
   std::vector<double> sumsq(pieces.size());    // per piece: its Σ g²
   first_piece.push_back(pieces.size());
@@ -149,19 +164,26 @@ ServeEnd detail::serve_ps(const Topology& topo, Mode mode, const ShardMap& map, 
     recv_trace.reset(tl, st);
     send_trace.reset(tl, st);
 
-    // 2. Every receive of the step (in the order of `owner`).
-    for (size_t k = 0; k < mine.size(); ++k) {
-      const Slice& sl = slices[mine[k]];
-      for (size_t s = 0; s < nsend; ++s) {
-        float* into = s == 0 ? gsum.get() + sl.begin : bufs[s - 1].get() + local_off[k];
-        detail::irecv_chunked(into, sl.count, from[s], detail::tag_grad(mine[k], st), ps_comm, piece, tmp);
-        recv_trace.open(TK::server_recv, tmp.size(), sl.count * sizeof(float), static_cast<int32_t>(mine[k]), from[s]);
-        reqs.insert(reqs.end(), tmp.begin(), tmp.end());
-        tmp.clear();
+    // 2. The step's receives, in post_order, at most kRecvWindowPieces
+    //    pieces at a time (posted below as earlier ones complete).
+    reqs.clear();
+    owner.clear();
+    size_t next_post = 0, outstanding = 0;  // into post_order; pieces posted, not complete
+    auto post_more = [&] {
+      for (; next_post < post_order.size() && outstanding < kRecvWindowPieces; ++next_post, ++outstanding) {
+        const size_t id = post_order[next_post];
+        const Piece& pc = pieces[id];
+        const Slice& sl = slices[mine[pc.k]];
+        for (size_t s = 0; s < nsend; ++s) {
+          float* into = (s == 0 ? gsum.get() + sl.begin : bufs[s - 1].get() + local_off[pc.k]) + pc.off;
+          DT_CHECK_MPI(MPI_Irecv(into, static_cast<int>(pc.n), MPI_FLOAT, from[s], detail::tag_grad(mine[pc.k], st),
+                                 ps_comm, &reqs.emplace_back()));
+          owner.push_back(id);
+          recv_trace.open(TK::server_recv, 1, pc.n * sizeof(float), static_cast<int32_t>(mine[pc.k]), from[s]);
+        }
       }
-    }
-    DT_CHECK(reqs.size() == owner.size(), "parameter server ", me, ": ", reqs.size(), " receives posted, ",
-             owner.size(), " pieces planned");
+    };
+    post_more();
     left.assign(pieces.size(), nsend);
 
     // 3. Sum each piece as soon as every sender's part is in (gsum holds
@@ -221,11 +243,13 @@ ServeEnd detail::serve_ps(const Topology& topo, Mode mode, const ShardMap& map, 
         recv_trace.completed(idx[static_cast<size_t>(c)]);
         const size_t id = owner[static_cast<size_t>(idx[static_cast<size_t>(c)])];
         if (--left[id] == 0) {
+          --outstanding;
           sum_piece(id);
           ++done;
           if (spec && !bad) speculate(id);
         }
       }
+      post_more();  // after the sends above: a receive whose message waits may copy it at once
     }
     reqs.clear();
 
