@@ -9,7 +9,9 @@
 //                         dataset-fashion-mnist package)
 //   DTRAIN_FAIL_AT_STEP   test only: the trainer throws at this step (with
 //   DTRAIN_FAIL_RANK      DTRAIN_FAIL_RANK, only on that rank (a worker, or a
-//                         server in its update); default every worker)
+//                         server in its update; a speculating ps server runs
+//                         it also in a step later rolled back); default every
+//                         worker)
 //   DTRAIN_FAIL_MODE      test only: how that rank fails: throw (default), kill
 //                         (raise SIGKILL on itself), stop (raise SIGSTOP)
 //   DTRAIN_CKPT_KILL_AT   test only: the checkpoint writer raises SIGKILL on
@@ -21,7 +23,8 @@
 //   DTRAIN_SIGNAL_AT_STEP test only: the rank DTRAIN_SIGNAL_RANK (default 0)
 //   DTRAIN_SIGNAL_RANK    raises DTRAIN_SIGNAL (USR1 default, or TERM) on
 //   DTRAIN_SIGNAL         itself at this step (a worker before it, a server in
-//                         its update): a stop request at a known step
+//                         its update, speculative or not): a stop request at
+//                         a known step
 //   DTRAIN_TRACE_SAMPLES  test only: every worker appends "step i0 i1 …" (the
 //                         dataset indices of its minibatch) to <value>.<rank>
 //   DTRAIN_NONFINITE_AT_STEP test only: the worker of DTRAIN_NONFINITE_RANK

@@ -153,7 +153,10 @@ inline constexpr double kBackwardShare = 2.0 / 3.0;
 //   v = t_comm (allreduce: every bucket's ring runs as soon as it is ready),
 //       t_comm / 2 (ps, hybrid: the pushes and node reductions; the pulls and
 //       node broadcasts wait for the servers' joint check of the whole
-//       gradient, comm/ps_client.cpp, so they follow backward)
+//       gradient, comm/ps_client.cpp, so they follow backward; since the ps
+//       servers speculate — ps mode without clipping, comm::ServeHooks — ps
+//       pulls may start during backward too: not credited, the term was
+//       fitted before that change, docs/performance-model.md §2)
 //   exposed = (t_comm − v) + max(v − overlap·t_c, v·min(1, b/P))
 // where v·b/P is the last bucket, which leaves only when backward ends.
 // overlap = 0: t_comm.

@@ -13,7 +13,9 @@
 //
 // State (what a checkpoint of a server saves, with its slices of the
 // parameters and momentum, sent to rank 0): last_step_, the last step whose
-// update it applied (the workers' step count is the checkpoint's).
+// update rule it ran — in ps mode possibly speculatively, for a step the
+// joint check then rolled back (comm::ServeHooks); the workers' step count is
+// the checkpoint's.
 #pragma once
 
 #include <cstdint>
