@@ -90,6 +90,8 @@
 // channel's condition variable, which grads_ready signals) while backward may
 // still report ranges, and blocks in wait_some (comm/wait.hpp) once the whole
 // arena is ready.
+#include <algorithm>
+
 #include "comm/chunked.hpp"
 #include "comm/exchange_impl.hpp"
 #include "core/error.hpp"
@@ -277,18 +279,16 @@ void Exchange::Impl::run_step_ps(int64_t st) {
     // A step rolled back after speculative returns: those servers' slices
     // again, with the parameters from before the step (same tags: every
     // receive of the first round has completed, and MPI does not overtake).
-    size_t again = 0;
-    trace.reset(tl, st);
-    for (size_t j = 0; j < ns; ++j)
-      if (resend[static_cast<size_t>(slices[j].server)]) {
-        DT_CHECK(!hybrid, "ps step ", st, ": server ", slices[j].server, " returned a rolled-back step in hybrid mode");
-        const int peer = topo.server_rank(slices[j].server);
-        detail::irecv_chunked(staging.params(p, slices[j].begin), slices[j].count, peer, detail::tag_param(j, st),
-                              ps_comm, detail::ps_piece(chunk), tmp);
-        track(j, Ev::param, TK::pull, slices[j].count, peer);
-        ++again;
-      }
-    if (again > 0) {
+    if (std::find(resend.begin(), resend.end(), 1) != resend.end()) {
+      DT_CHECK(!hybrid, "ps step ", st, ": a server returned a rolled-back step in hybrid mode");
+      trace.reset(tl, st);
+      for (size_t j = 0; j < ns; ++j)
+        if (resend[static_cast<size_t>(slices[j].server)]) {
+          const int peer = topo.server_rank(slices[j].server);
+          detail::irecv_chunked(staging.params(p, slices[j].begin), slices[j].count, peer, detail::tag_param(j, st),
+                                ps_comm, detail::ps_piece(chunk), tmp);
+          track(j, Ev::param, TK::pull, slices[j].count, peer);
+        }
       detail::wait_all(reqs);
       trace.close_all();
       for (size_t j = 0; j < ns; ++j)

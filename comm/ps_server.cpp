@@ -75,7 +75,7 @@ ServeEnd detail::serve_ps(const Topology& topo, Mode mode, const ShardMap& map, 
   const size_t piece = ps_piece(chunk);
 
   std::vector<int64_t> ctrl(nsend);
-  std::vector<MPI_Request> reqs, sends, tmp;
+  std::vector<MPI_Request> reqs, sends;
   struct Piece {
     size_t k, off, n;  // index into `mine`, offset in the slice, floats
   };
@@ -98,12 +98,12 @@ ServeEnd detail::serve_ps(const Topology& topo, Mode mode, const ShardMap& map, 
     const size_t count = slices[mine[k]].count;
     for (size_t off = 0; off < count; off += piece) pieces.push_back({k, off, std::min(piece, count - off)});
   }
+  first_piece.push_back(pieces.size());
   std::vector<size_t> post_order;
   for (size_t k = mine.size(); k-- > 0;)
-    for (size_t i = first_piece[k]; i < pieces.size() && pieces[i].k == k; ++i) post_order.push_back(i);
+    for (size_t i = first_piece[k]; i < first_piece[k + 1]; ++i) post_order.push_back(i);
   std::vector<size_t> left(pieces.size());     // per piece: senders' parts not yet in
   std::vector<double> sumsq(pieces.size());    // per piece: its Σ g²
-  first_piece.push_back(pieces.size());
   std::vector<size_t> next_send(mine.size());  // per slice: its first piece not sent yet this step
   std::vector<char> updated;                    // per piece: the rule ran on it this step
 

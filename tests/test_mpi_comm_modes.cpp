@@ -185,6 +185,14 @@ bool is_worker(int workers) { return world_rank() < workers; }
 bool returns_for_role(const std::vector<float>& p, int workers, size_t arena) {
   return is_worker(workers) ? p.size() == arena : p.empty();
 }
+// Two runs of layout l: the servers are the last l.ps ranks, each worker
+// returned the whole arena from both and each server nothing (a worker with an
+// empty result would pass any comparison vacuously).
+void require_roles(const Layout& l, int workers, const std::vector<float>& a, const std::vector<float>& b,
+                   size_t arena) {
+  REQUIRE(all_ranks(workers == world_size() - l.ps));
+  REQUIRE(all_ranks(returns_for_role(a, workers, arena) && returns_for_role(b, workers, arena)));
+}
 }  // namespace
 
 TEST_CASE("exchange modes equal serial SGD on the summed gradients, bitwise reproducibly", "[mpi][comm]") {
@@ -196,10 +204,7 @@ TEST_CASE("exchange modes equal serial SGD on the summed gradients, bitwise repr
     int workers = 0;
     const std::vector<float> pa = train(l, a, &workers);
     const std::vector<float> pb = train(l, b, &workers);
-    // Workers return their parameters, servers nothing: a worker with an empty
-    // result would skip the comparison below, so the role is checked first.
-    REQUIRE(all_ranks(workers == world_size() - l.ps));  // the servers are the last l.ps ranks
-    REQUIRE(all_ranks(returns_for_role(pa, workers, a.arena) && returns_for_role(pb, workers, b.arena)));
+    require_roles(l, workers, pa, pb, a.arena);
     REQUIRE(same_on_all_workers(pa));
     bool ok = true;
     double rel = 0;
@@ -233,8 +238,7 @@ TEST_CASE("exchange: a 2,500-float exchange chunked at 1000 is bitwise the unchu
     int workers = 0;
     const std::vector<float> pw = train(l, whole, &workers);
     const std::vector<float> pc = train(l, cut, &workers);
-    REQUIRE(all_ranks(workers == world_size() - l.ps));  // the servers are the last l.ps ranks
-    REQUIRE(all_ranks(returns_for_role(pw, workers, whole.arena) && returns_for_role(pc, workers, cut.arena)));
+    require_roles(l, workers, pw, pc, whole.arena);
     bool ok = pw == pc;
     if (is_worker(workers)) {
       const std::vector<float> ref = serial(whole, workers);
@@ -255,8 +259,7 @@ TEST_CASE("exchange: sleeping waits give bitwise the spinning result", "[mpi][co
     dtrain::comm::set_wait_policy(dtrain::comm::WaitPolicy::sleep);
     const std::vector<float> b = train(l, sleep, &workers);
     dtrain::comm::set_wait_policy(dtrain::comm::WaitPolicy::spin);
-    REQUIRE(all_ranks(workers == world_size() - l.ps));  // the servers are the last l.ps ranks
-    REQUIRE(all_ranks(returns_for_role(a, workers, spin.arena) && returns_for_role(b, workers, sleep.arena)));
+    require_roles(l, workers, a, b, spin.arena);
     REQUIRE(all_ranks(a == b));
   }
 }
@@ -291,8 +294,7 @@ TEST_CASE("ps and hybrid: bitwise the serial sums in the protocol's order, whate
     int workers = 0;
     const std::vector<float> pw = train(l, whole, &workers);
     const std::vector<float> pc = train(l, cut, &workers);
-    REQUIRE(all_ranks(workers == world_size() - l.ps));
-    REQUIRE(all_ranks(returns_for_role(pw, workers, whole.arena) && returns_for_role(pc, workers, cut.arena)));
+    require_roles(l, workers, pw, pc, whole.arena);
     bool ok = true;
     if (is_worker(workers)) {
       const int per = l.mode == Mode::ps ? 1 : l.rpn > 0 ? l.rpn : workers;
@@ -335,8 +337,7 @@ TEST_CASE("ps servers' speculation: bitwise the waiting protocol, and a skipped 
         std::vector<char> sk_spec, sk_wait;
         const std::vector<float> ps = train(l, spec, &workers, &sk_spec);
         const std::vector<float> pw = train(l, wait, &workers, &sk_wait);
-        REQUIRE(all_ranks(workers == world_size() - l.ps));
-        REQUIRE(all_ranks(returns_for_role(ps, workers, spec.arena) && returns_for_role(pw, workers, wait.arena)));
+        require_roles(l, workers, ps, pw, spec.arena);
         REQUIRE(same_on_all_workers(ps));
         bool ok = true;
         if (is_worker(workers)) {
