@@ -83,7 +83,7 @@ WorkerLoop::WorkerLoop(TrainJob& job, comm::Exchange* ex, const RunOutputs& out,
       // Test only: +Inf into this worker's gradient at index 0, in the last
       // range backward reports (so in ps mode the servers have returned the
       // other slices speculatively before they meet it), before it leaves.
-      if (inject_ && begin == 0 && begin < end) {
+      if (inject_ && begin == 0 && end > 0) {
         const float inf = std::numeric_limits<float>::infinity();
         job_.backend->upload(&inf, job_.net->grads().data(), sizeof(float));
         inject_ = false;
