@@ -55,7 +55,8 @@ double now_s() {
 int cmd_bench_compute(const std::vector<std::string>& args) {
   std::string model = "lenet5", precision = "fp32", backend_name = "cpu", json;
   int minibatch = 64, threads = 1, steps = 10, warmup = 2;
-  bool profile = false, show_plan = false, no_peak = false, no_fuse = false, plain = false, peak_only = false;
+  bool profile = false, show_plan = false, no_peak = false, no_fuse = false, plain = false, peak_only = false,
+       no_mirror = false;
   po::options_description desc(
       "dtrain bench compute --model M [--minibatch B] [--threads T] [--precision fp32|bf16] [--steps S]");
   desc.add_options()("help,h", "this help")("model", po::value(&model)->default_value(model), layers::model_list_text().c_str())(
@@ -69,6 +70,8 @@ int cmd_bench_compute(const std::vector<std::string>& args) {
       "plan", po::bool_switch(&show_plan), "the Net's execution plan (formats, fusions, conversions)")(
       "no-fuse", po::bool_switch(&no_fuse), "run every ReLU as a layer of its own (for comparison)")(
       "plain", po::bool_switch(&plain), "keep activations in plain NCHW between layers (for comparison)")(
+      "no-weight-mirror", po::bool_switch(&no_mirror),
+      "bf16: convert the f32 weights in each forward instead of reading the bf16 copy the SGD pass writes (for comparison)")(
       "no-peak", po::bool_switch(&no_peak), "skip the GEMM peak measurement")(
       "peak-only", po::bool_switch(&peak_only), "only the GEMM peak (with --json: {\"gemm_peak_gflops\": …})")(
       "json", po::value(&json), "append a JSON object with the figures to this file");
@@ -110,6 +113,7 @@ int cmd_bench_compute(const std::vector<std::string>& args) {
   no.precision = prec;
   no.fuse = !no_fuse;
   no.any_format = !plain;
+  no.weight_mirror = !no_mirror;
   net.finalize(*backend, 1, no);
   layers::Sgd sgd(*backend, layers::SgdOptions{}, net.param_ranges(), net.num_params());
 
@@ -130,7 +134,7 @@ int cmd_bench_compute(const std::vector<std::string>& args) {
     backend->softmax_xent_backward(probs.data(), labels.data(), minibatch, k, 1.0f / minibatch, dlogits.data());
     net.backward(dlogits);
     const double t0 = now_s();
-    sgd.step(net.params().data(), net.grads().data(), 0.01f);
+    sgd.step(net, 0.01f);
     backend->synchronize();
     if (timed) sgd_s += now_s() - t0;
   };
@@ -150,9 +154,10 @@ int cmd_bench_compute(const std::vector<std::string>& args) {
   const double gflops = train_flops / med / 1e9;
   const double peak = no_peak ? 0.0 : layers::gemm_gflops(prec);
 
-  std::printf("dtrain bench compute: model %s, minibatch %d, %d thread(s), %s, backend %s%s%s\n", model.c_str(),
+  std::printf("dtrain bench compute: model %s, minibatch %d, %d thread(s), %s, backend %s%s%s%s\n", model.c_str(),
               minibatch, threads, layers::precision_name(prec), backend->name().c_str(), no_fuse ? ", no fusion" : "",
-              plain ? ", plain formats" : "");
+              plain ? ", plain formats" : "",
+              prec == layers::DType::bf16 && net.weight_mirror() == nullptr ? ", no weight mirror" : "");
   std::printf("step %.2f ms (median of %d; %.2f … %.2f), %.2f images/s, %.2f GFLOP per step (3 × forward), %.1f GFLOP/s",
               med * 1e3, steps, sorted.front() * 1e3, sorted.back() * 1e3, minibatch / med, train_flops / 1e9, gflops);
   if (peak > 0) std::printf(" = %.0f%% of the GEMM peak %.0f GFLOP/s (oneDNN matmul 2048³ %s)", 100 * gflops / peak, peak,
@@ -181,7 +186,8 @@ int cmd_bench_compute(const std::vector<std::string>& args) {
                         {"threads", threads},      {"precision", precision},    {"backend", backend->name()},
                         {"step_ms", med * 1e3},    {"images_per_s", minibatch / med},
                         {"train_gflop", train_flops / 1e9}, {"gflops", gflops}, {"gemm_peak_gflops", peak},
-                        {"sgd_ms", sgd_s / steps * 1e3}, {"fuse", !no_fuse}, {"any_format", !plain}};
+                        {"sgd_ms", sgd_s / steps * 1e3}, {"fuse", !no_fuse}, {"any_format", !plain},
+                        {"weight_mirror", net.weight_mirror() != nullptr}};
     write_json(j);
   }
   return kExitOk;

@@ -254,7 +254,7 @@ double measure_step_time(const TrainConfig& cfg, int x, int steps, int threads, 
     layers::Tensor dlogits = dev.dlogits(x);
     backend->softmax_xent_backward(dev.probs(), lab, x, k, 1.0f / x, dlogits.data());
     net.backward(dlogits);
-    sgd.step(net.params().data(), net.grads().data(), 1e-4f);
+    sgd.step(net, 1e-4f);
     backend->synchronize();  // asynchronous devices: the step is done when its kernels are
     double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (s > 0) t.push_back(dt);  // the first step allocates and warms the caches
@@ -282,7 +282,7 @@ double measure_update_time(const TrainConfig& cfg, int threads, int reps) {
       for (size_t i = 0; i < n; ++i) sumsq += static_cast<double>(x[i]) * x[i];
     });
     DT_CHECK(std::isfinite(sumsq), "measure_update_time: non-finite gradient");
-    sgd.step(net.params().data(), net.grads().data(), 1e-4f);
+    sgd.step(net, 1e-4f);
     backend->synchronize();
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (r > 0) t.push_back(dt);  // the first touches the momentum state

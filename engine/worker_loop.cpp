@@ -294,7 +294,7 @@ float WorkerLoop::train_step(int64_t s) {
   if (!ex_ || !ex_->servers_update()) {
     double norm = 0;
     skipped = check_local_gradient(&norm);
-    if (!skipped) job_.sgd->step(net.params().data(), net.grads().data(), lr);
+    if (!skipped) job_.sgd->step(net, lr);  // and the bf16 weight mirror, where the net keeps one
   } else {
     skipped = ct.skipped;  // the servers' joint decision (senders know it; hybrid members do not need it)
   }

@@ -44,11 +44,14 @@ std::string Backend::precision_unsupported(DType t) const {
 }
 
 void Backend::sgd_update_segments(float* param, const float* grad, float* mom, const SgdSegment* segs,
-                                  size_t n_segs, float lr, float momentum) {
+                                  size_t n_segs, float lr, float momentum, uint16_t* param_bf16) {
+  DT_CHECK(param_bf16 == nullptr || !discrete_memory(), "the ", name(), " backend keeps no bf16 weight mirror");
   for (size_t i = 0; i < n_segs; ++i) {
     const SgdSegment& s = segs[i];
     sgd_update(param + s.begin, grad + s.begin, mom ? mom + s.begin : nullptr, s.end - s.begin, lr, momentum,
                s.weight_decay);
+    if (param_bf16 != nullptr)
+      for (size_t k = s.begin; k < s.end; ++k) param_bf16[k] = bf16_bits(param[k]);
   }
 }
 

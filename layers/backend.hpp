@@ -140,6 +140,12 @@ class WeightedKernel : public Kernel {
   // dy (y's shape) → dx (x's shape), dw (w's shape), db (b's shape)
   virtual void backward(const float* x, const float* w, const float* dy, float* dx, float* dw,
                         float* db) = 0;
+  // bf16 kernels: w16 holds bf16_bits (format.hpp) of every element of the w
+  // the next forward() gets, in w's layout (the Net's weight mirror, net.hpp);
+  // that forward and its backward() may read it instead of converting w.
+  // nullptr (the default): they convert w themselves. Kernels that compute in
+  // f32, or convert w into a layout of their own, ignore it.
+  virtual void use_weights_bf16(const uint16_t* w16) { (void)w16; }
 };
 using ConvKernel = WeightedKernel;
 using LinearKernel = WeightedKernel;
@@ -201,6 +207,9 @@ class Backend {
   // float32 kernels only, each ReLU a layer of its own.
   virtual bool blocked_formats() const { return false; }
   virtual bool fuses_relu() const { return false; }
+  // True when host-memory kernels read a bf16 weight mirror
+  // (WeightedKernel::use_weights_bf16) and sgd_update_segments can write it.
+  virtual bool reads_weight_mirror() const { return false; }
   // "" when the kernels compute in `t`, else why not (a sentence for the user).
   virtual std::string precision_unsupported(DType t) const;
 
@@ -237,13 +246,15 @@ class Backend {
   // The same update over consecutive segments [begin, end) of one arena (floats;
   // ascending, non-overlapping), each with its weight decay: one pass over the
   // memory where the backend can (default: sgd_update per segment). param,
-  // grad, mom point at the start of the arena.
+  // grad, mom point at the start of the arena. param_bf16, when not nullptr
+  // (host memory, the arena's length, only where reads_weight_mirror()):
+  // param_bf16[i] = bf16_bits(param[i]) for every updated i, in the same pass.
   struct SgdSegment {
     size_t begin = 0, end = 0;
     float weight_decay = 0;
   };
   virtual void sgd_update_segments(float* param, const float* grad, float* mom, const SgdSegment* segs,
-                                   size_t n_segs, float lr, float momentum);
+                                   size_t n_segs, float lr, float momentum, uint16_t* param_bf16 = nullptr);
 
   // ---- the same elementwise functions on Tensors of any Format (the Net's
   // activations). Operands share one format and shape (y may alias an input);

@@ -102,6 +102,10 @@ class Layer {
   virtual double forward_flops() const { return 0.0; }
   // Seed for stochastic layers (dropout), set by the Net each step.
   void set_seed(uint64_t seed) { seed_ = seed; }
+  // The Net's weight mirror at this layer's first parameter (bf16_bits of its
+  // parameters, in the order of param_specs()) for the next forward and its
+  // backward, or nullptr (Net::weight_mirror); set by the Net before each forward.
+  void set_params_bf16(const uint16_t* p) { params_bf16_ = p; }
 
   const std::vector<Tensor>& params() const { return params_; }
   const std::vector<Tensor>& grads() const { return grads_; }
@@ -127,6 +131,7 @@ class Layer {
   std::string name_;
   Backend* backend_ = nullptr;
   std::vector<Tensor> params_, grads_, buffers_;
+  const uint16_t* params_bf16_ = nullptr;  // set_params_bf16()
   std::vector<Shape> in_shapes_;
   Shape out_shape_;
   int kernel_n_ = -1;

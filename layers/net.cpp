@@ -139,6 +139,15 @@ void Net::finalize(Backend& backend, uint64_t seed, NetOptions o) {
   }
 }
 
+uint16_t* Net::weight_mirror() {
+  DT_CHECK(finalized(), "Net::weight_mirror before finalize");
+  if (opts_.precision != DType::bf16 || !opts_.weight_mirror || !backend_->reads_weight_mirror() ||
+      backend_->discrete_memory())
+    return nullptr;
+  if (mirror_.empty()) mirror_.resize(std::max<size_t>(num_params(), 1));
+  return mirror_.data();
+}
+
 Tensor Net::alloc(const Shape& s, const Format& f) {
   auto store = backend_->allocate((f.bytes(s) + sizeof(float) - 1) / sizeof(float));
   act_store_.push_back(store);
@@ -338,6 +347,8 @@ const Tensor& Net::forward(const Tensor& x, bool train) {
            ", ", want.w(), "] f32 nchw");
   plan(x.shape().n());
   ++pass_;
+  const uint16_t* mirror = mirror_current_ ? mirror_.data() : nullptr;
+  if (train) mirror_current_ = false;  // used up (weight_mirror())
   Shape s = want;
   s.d[0] = x.shape().n();
   acts_[0] = Tensor::view(const_cast<float*>(x.data()), s, x.device());
@@ -361,6 +372,8 @@ const Tensor& Net::forward(const Tensor& x, bool train) {
       in.push_back(&edge.act);
     }
     laps.lap(times_[i - 1].convert_s);
+    node.layer->set_params_bf16(mirror != nullptr && node.param_end > node.param_begin ? mirror + node.param_begin
+                                                                                      : nullptr);
     node.layer->forward(in, acts_[i], train);
     if (profiling_) {
       laps.lap(times_[i - 1].forward_s);

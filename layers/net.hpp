@@ -49,6 +49,7 @@ struct NetOptions {
   DType precision = DType::f32;  // activations and weight copies (bf16: mixed precision)
   bool fuse = true;              // fuse ReLUs where the backend can (Backend::fuses_relu)
   bool any_format = true;        // let kernels choose blocked formats where the backend can
+  bool weight_mirror = true;     // bf16: keep the weight mirror where the backend reads it (weight_mirror())
 };
 
 // Time spent per node since profiling was switched on (Net::set_profiling):
@@ -127,6 +128,23 @@ class Net {
   const Tensor& params() const { return params_; }
   const Tensor& grads() const { return grads_; }
   const Tensor& buffers() const { return buffers_; }
+  // The bf16 weight mirror: bf16_bits (format.hpp) of every parameter, in the
+  // arena's order, for the bf16 kernels to read instead of converting the f32
+  // master weights on each forward (2 bytes read per weight instead of 4 read
+  // and 2 written). The optimizer writes it in the pass that updates the
+  // parameters (Sgd::step(Net&, lr)) and then calls weight_mirror_written();
+  // the next forward(train=true) and its backward read it, as do forwards
+  // with train=false before that one, and that forward uses it up: later
+  // forwards convert again until it is written anew. So a step whose update
+  // is skipped, or a worker whose parameters come from elsewhere (parameter
+  // servers, a checkpoint), converts; whatever writes the parameters after
+  // the optimizer and before the next forward must call weight_mirror_stale().
+  // nullptr (and no memory) unless the precision is bf16, the backend reads a
+  // mirror (Backend::reads_weight_mirror) and NetOptions::weight_mirror.
+  uint16_t* weight_mirror();
+  void weight_mirror_written() { mirror_current_ = !mirror_.empty(); }
+  void weight_mirror_stale() { mirror_current_ = false; }
+  bool weight_mirror_current() const { return mirror_current_; }
   const std::vector<ParamRange>& param_ranges() const { return param_ranges_; }
   const std::vector<ParamRange>& buffer_ranges() const { return buffer_ranges_; }
   size_t num_params() const { return static_cast<size_t>(params_.numel()); }
@@ -196,6 +214,8 @@ class Net {
   std::shared_ptr<float> scratch_store_;
   std::vector<char> grad_written_;
   uint64_t pass_ = 0;
+  std::vector<uint16_t> mirror_;  // weight_mirror(), allocated on the first call
+  bool mirror_current_ = false;
   bool profiling_ = false;
   std::vector<LayerTime> times_;
 };

@@ -71,8 +71,20 @@ Sgd::Sgd(Backend& backend, SgdOptions o, std::vector<ParamRange> ranges, size_t 
   std::sort(ranges_.begin(), ranges_.end(), [](auto& a, auto& b) { return a.offset < b.offset; });
 }
 
-void Sgd::step(float* params, const float* grads, float lr, size_t begin, size_t end) {
+void Sgd::step(Net& net, float lr) {
+  DT_CHECK(net.num_params() == count_, "SGD of ", count_, " parameters given a net of ", net.num_params());
+  uint16_t* mirror = net.weight_mirror();
+  step(net.params().data(), net.grads().data(), lr, 0, count_, mirror);
+  if (mirror != nullptr) net.weight_mirror_written();
+}
+
+void Sgd::step(float* params, const float* grads, float lr, size_t begin, size_t end, uint16_t* params_bf16) {
   DT_CHECK(begin <= end && end <= count_, "SGD range [", begin, ", ", end, ") outside the arena of ", count_);
+  if (params_bf16 != nullptr && (o_.decay_bias_bn || o_.weight_decay == 0.0f)) {
+    const Backend::SgdSegment all{begin, end, o_.weight_decay};
+    backend_.sgd_update_segments(params, grads, mom_.get(), &all, begin < end ? 1 : 0, lr, o_.momentum, params_bf16);
+    return;
+  }
   if (o_.decay_bias_bn || o_.weight_decay == 0.0f) {
     backend_.sgd_update(params + begin, grads + begin, mom_.get() + begin, end - begin, lr,
                         o_.momentum, o_.weight_decay);
@@ -92,7 +104,7 @@ void Sgd::step(float* params, const float* grads, float lr, size_t begin, size_t
       segs.push_back({lo, hi, wd});
     pos = hi;
   }
-  backend_.sgd_update_segments(params, grads, mom_.get(), segs.data(), segs.size(), lr, o_.momentum);
+  backend_.sgd_update_segments(params, grads, mom_.get(), segs.data(), segs.size(), lr, o_.momentum, params_bf16);
 }
 
 }  // namespace dtrain::layers

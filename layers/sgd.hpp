@@ -65,8 +65,14 @@ class Sgd {
 
   // Applies one update to param[begin, end) (indices into the arena; the
   // pointers point at the whole arena). The momentum state is kept here.
-  void step(float* params, const float* grads, float lr, size_t begin, size_t end);
+  // params_bf16, when not nullptr: the bf16 weight mirror of the arena
+  // (Net::weight_mirror), written for [begin, end) in the same pass.
+  void step(float* params, const float* grads, float lr, size_t begin, size_t end,
+            uint16_t* params_bf16 = nullptr);
   void step(float* params, const float* grads, float lr) { step(params, grads, lr, 0, count_); }
+  // The whole arena of `net` from its gradients, with its weight mirror where
+  // it keeps one (then Net::weight_mirror_written: the next forward reads it).
+  void step(Net& net, float lr);
 
   float* momentum_state() { return mom_.get(); }  // [arena_count], for checkpoints
   size_t count() const { return count_; }

@@ -198,3 +198,61 @@ TEST_CASE("SGD over arena segments in one pass equals the per-range update", "[f
   }
   set_cpu_threads(restore);
 }
+
+TEST_CASE("SGD that writes the bf16 weight mirror: the same update, and bf16_bits of every updated parameter",
+          "[format][onednn][sgd][bf16]") {
+  auto cpu = make_cpu_backend();
+  auto ref = make_reference_backend();
+  const size_t count = 300001;
+  const std::vector<float> p0 = randn(count, 8), g = randn(count, 9), m0 = randn(count, 10);
+  // Segments that start and end off any vector or cache-line boundary, a gap the
+  // update (and the mirror) must not touch, and a mirror whose start is not
+  // aligned either (the vector stores begin after a scalar head).
+  std::vector<Backend::SgdSegment> segs{{3, 1000, 0.01f}, {1000, 1003, 0.0f}, {1003, 150001, 0.01f},
+                                        {150010, 300001, 0.0f}};
+  const uint16_t untouched = 0xabcd;
+  const int restore = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  for (Backend* be : {cpu.get(), ref.get()}) {
+    for (int threads : {1, 2, 3}) {
+      for (size_t shift : {0, 1, 7}) {
+        INFO(be->name() << ", " << threads << " thread(s), mirror shifted by " << shift);
+        set_cpu_threads(threads);
+        std::vector<float> pa = p0, ma = m0, pb = p0, mb = m0;
+        std::vector<uint16_t> store(count + shift, untouched);
+        uint16_t* mirror = store.data() + shift;
+        be->sgd_update_segments(pa.data(), g.data(), ma.data(), segs.data(), segs.size(), 0.1f, 0.9f, mirror);
+        be->sgd_update_segments(pb.data(), g.data(), mb.data(), segs.data(), segs.size(), 0.1f, 0.9f);
+        CHECK(pa == pb);  // bit for bit the update without the mirror
+        CHECK(ma == mb);
+        size_t wrong = 0;
+        for (const auto& s : segs)
+          for (size_t i = s.begin; i < s.end; ++i) wrong += mirror[i] != bf16_bits(pa[i]);
+        CHECK(wrong == 0);
+        for (size_t i : {size_t{0}, size_t{1}, size_t{2}, size_t{150001}, size_t{150009}}) CHECK(mirror[i] == untouched);
+      }
+    }
+  }
+  set_cpu_threads(restore);
+
+  // The rounding's edges (tests/bf16_edges.hpp) inside the vector body: with
+  // lr = 0 and zero gradient and momentum a finite parameter stays as it is
+  // and its mirror must hold the table's bits; ±inf and NaN parameters turn
+  // into NaNs (0·inf in the decay term), whose bits must be bf16_bits' too.
+  std::vector<float> p(4096, 1.0f), z(4096, 0.0f), mom(4096, 0.0f);
+  std::vector<uint16_t> mirror(4096, untouched);
+  size_t at = 100;
+  for (const auto& e : dtrain::test::kBf16Edges) {
+    p[at] = std::bit_cast<float>(e.f32);
+    at += 37;
+  }
+  const Backend::SgdSegment all{0, p.size(), 0.0f};
+  cpu->sgd_update_segments(p.data(), z.data(), mom.data(), &all, 1, 0.0f, 0.9f, mirror.data());
+  at = 100;
+  for (const auto& e : dtrain::test::kBf16Edges) {
+    INFO(e.what);
+    CHECK(mirror[at] == bf16_bits(p[at]));
+    if ((e.f32 & 0x7f800000u) != 0x7f800000u) CHECK(mirror[at] == e.bf16);
+    at += 37;
+  }
+  CHECK(std::isnan(p[100 + 37 * 13]));  // a NaN went through the vector body
+}

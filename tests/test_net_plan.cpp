@@ -10,6 +10,7 @@
 #include "layers/cpu/onednn.hpp"
 #include "layers/cpu/reference.hpp"
 #include "layers/models.hpp"
+#include "layers/sgd.hpp"
 #include "net_fixtures.hpp"
 
 using namespace dtrain::layers;
@@ -185,4 +186,73 @@ TEST_CASE("bf16 is refused where the backend cannot compute in it, naming the op
   CHECK_THROWS_AS(net.finalize(*ref, 1, o), dtrain::UsageError);
   Net again = model("lenet5", 2);
   CHECK_THROWS_WITH(again.finalize(*ref, 1, o), Catch::Contains("option 'precision'") && Catch::Contains("reference"));
+}
+
+TEST_CASE("the bf16 weight mirror: steps that read it equal steps that convert, bit for bit, and a forward uses it up",
+          "[net][plan][onednn][bf16][sgd]") {
+  auto cpu = make_cpu_backend();
+  if (!cpu->precision_unsupported(DType::bf16).empty()) {
+    WARN("DTRAIN_TEST_SKIPPED: " << cpu->precision_unsupported(DType::bf16));
+    return;
+  }
+  // LeNet-5 (three linear layers read the mirror) with momentum, weight decay
+  // and no decay on biases (the segmented pass), against the same net without
+  // a mirror (NetOptions::weight_mirror = false: every forward converts).
+  Net a = model("lenet5", 8), b = model("lenet5", 8);
+  NetOptions o;
+  o.precision = DType::bf16;
+  a.finalize(*cpu, 5, o);
+  o.weight_mirror = false;
+  b.finalize(*cpu, 5, o);
+  REQUIRE(a.weight_mirror() != nullptr);
+  CHECK(b.weight_mirror() == nullptr);
+  SgdOptions so;
+  so.weight_decay = 1e-2f;
+  so.decay_bias_bn = false;
+  Sgd sa(*cpu, so, a.param_ranges(), a.num_params()), sb(*cpu, so, b.param_ranges(), b.num_params());
+  const Tensor x = random_input(a.input_shape(), 6);
+  const std::vector<int32_t> labels{0, 1, 2, 3, 4, 5, 6, 7};
+  const size_t n = a.num_params();
+  auto logits = [&](Net& net, bool train) {
+    const Tensor& y = net.forward(x, train);
+    return std::vector<float>(y.data(), y.data() + y.numel());
+  };
+  for (int step = 0; step < 4; ++step) {
+    INFO("step " << step);
+    const Result ra = run(a, *cpu, x, labels), rb = run(b, *cpu, x, labels);
+    CHECK(ra.loss == rb.loss);
+    CHECK(ra.grads == rb.grads);
+    CHECK_FALSE(a.weight_mirror_current());  // the training forward used it up
+    sa.step(a, 0.05f);
+    sb.step(b, 0.05f);
+    CHECK(a.weight_mirror_current());
+    CHECK_FALSE(b.weight_mirror_current());
+    REQUIRE(std::equal(a.params().data(), a.params().data() + n, b.params().data()));
+    size_t wrong = 0;
+    for (size_t i = 0; i < n; ++i) wrong += a.weight_mirror()[i] != bf16_bits(a.params().data()[i]);
+    CHECK(wrong == 0);
+  }
+  // An evaluation forward reads the mirror and leaves it current; the training
+  // forward after it reads it too and uses it up.
+  CHECK(logits(a, false) == logits(b, false));
+  CHECK(a.weight_mirror_current());
+  CHECK(logits(a, true) == logits(b, true));
+  CHECK_FALSE(a.weight_mirror_current());
+
+  // The forward really reads the mirror while it is current: zeroing the
+  // mirror of the last layer's weights changes the logits; once used up (or
+  // declared stale) the forward converts the f32 weights again.
+  const ParamRange& last = a.param_ranges()[a.param_ranges().size() - 2];  // the last linear layer's weight
+  REQUIRE(last.name.find("weight") != std::string::npos);
+  sa.step(a, 0.05f);
+  sb.step(b, 0.05f);
+  std::fill(a.weight_mirror() + last.offset, a.weight_mirror() + last.offset + last.count, uint16_t{0});
+  const std::vector<float> want = logits(b, true);
+  CHECK(logits(a, true) != want);
+  CHECK(logits(a, true) == want);  // converted again
+  sa.step(a, 0.05f);
+  sb.step(b, 0.05f);
+  std::fill(a.weight_mirror() + last.offset, a.weight_mirror() + last.offset + last.count, uint16_t{0});
+  a.weight_mirror_stale();  // what a writer of the parameters other than the optimizer must call
+  CHECK(logits(a, true) == logits(b, true));
 }

@@ -9,12 +9,15 @@
 //   backward-data  dx [N, IN]  = dy [N, OUT] · W
 //   backward-wts   dW [OUT, IN] = dyᵀ · x            (dyᵀ: dy read as "ba")
 // In f32 every operand is the caller's memory, read in place (no reorder). In
-// bf16, x and dx are bf16; W is converted to a bf16 copy by each forward (and
-// reused by backward for the same pointer); dW and db stay f32; y is bf16,
+// bf16, x and dx are bf16; W is read from the Net's weight mirror when the
+// forward is given it (use_weights_bf16), else converted to a bf16 copy by
+// the forward (and reused by backward for the same pointer); dW and db stay f32; y is bf16,
 // or f32 when the layer writes the net's output (KernelExec::float_out: the
 // logits), and then dy is converted to bf16 for the two backward products.
 // db = Σ_n dy in f32. The fused ReLU (KernelExec::relu) is a post-op; the
 // Net masks dy before backward.
+#include <cstdlib>
+#include <memory>
 #include <unordered_map>
 #include <vector>
 
@@ -58,8 +61,13 @@ class LinearOneDnn final : public LinearKernel {
     dyt_ = user_memory(dyt_md, eng);
     dy_ = user_memory(dy_md, eng);
     if (bf16_) {  // the bf16 copy of W, read as W and as Wᵀ
-      w_ = memory(w_md, eng);
-      wt_ = memory(wt_md, eng, w_.get_data_handle());
+      // Our own buffer: a oneDNN-allocated one is freed by the first
+      // set_data_handle that points the memory at the mirror.
+      const size_t bytes = (w_md.get_size() + 63) / 64 * 64;
+      copy_.reset(std::aligned_alloc(64, bytes));
+      DT_CHECK(copy_ != nullptr, "linear: cannot allocate ", bytes, " bytes for the bf16 copy of W");
+      w_ = memory(w_md, eng, copy_.get());
+      wt_ = memory(wt_md, eng, copy_.get());
       const memory::desc w_f32({out, in}, dt::f32, tag::ab);
       w_user_ = user_memory(w_f32, eng);
       to_bf16_ = dnnl::reorder(w_user_, w_);
@@ -74,6 +82,8 @@ class LinearOneDnn final : public LinearKernel {
       wt_ = user_memory(wt_md, eng);
     }
   }
+
+  void use_weights_bf16(const uint16_t* w16) override { w16_ = bf16_ ? w16 : nullptr; }
 
   Format src_format() const override { return in_fmt_; }
   Format dst_format() const override { return out_fmt_; }
@@ -123,9 +133,15 @@ class LinearOneDnn final : public LinearKernel {
   }
 
  private:
-  // W (f32, the arena's) as the products read it: in place, or a bf16 copy.
+  // W (f32, the arena's) as the products read it: in place, the mirror's
+  // bf16 bits of it, or a bf16 copy.
   void set_weights(const float* w) {
-    if (bf16_) {
+    if (bf16_ && w16_ != nullptr) {
+      w_.set_data_handle(const_cast<uint16_t*>(w16_));
+      wt_.set_data_handle(const_cast<uint16_t*>(w16_));
+    } else if (bf16_) {
+      w_.set_data_handle(copy_.get());
+      wt_.set_data_handle(copy_.get());
       w_user_.set_data_handle(handle(w));
       to_bf16_.execute(ctx_->strm, w_user_, w_);
     } else {
@@ -165,6 +181,11 @@ class LinearOneDnn final : public LinearKernel {
   memory w_user_, dy_user_, dy_copy_;  // bf16: the f32 operands and the copies
   dnnl::reorder to_bf16_, dy_to_bf16_;
   const float* weights_of_ = nullptr;  // the W that w_/wt_ hold
+  struct Free {
+    void operator()(void* p) const { std::free(p); }
+  };
+  std::unique_ptr<void, Free> copy_;   // bf16: the kernel's own copy of W
+  const uint16_t* w16_ = nullptr;      // bf16: the mirror of the next forward's W, or nullptr
 };
 
 }  // namespace

@@ -40,6 +40,7 @@ class WeightedKernelLayer : public Layer {
   PlanOut plan(const PlanIn& p) override { return plan_kernel(p, kernel_); }
   void forward(const std::vector<const Tensor*>& in, Tensor& out, bool) override {
     ensure_batch(static_cast<int>(in[0]->shape().n()));
+    kernel_->use_weights_bf16(params_bf16_);  // the weight is the layer's first parameter
     kernel_->forward(in[0]->data(), params_[0].data(), bias_ ? params_[1].data() : nullptr, out.data());
   }
   void backward(const std::vector<const Tensor*>& in, const Tensor&, const Tensor& dout,
