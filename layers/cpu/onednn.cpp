@@ -37,7 +37,10 @@ using onednn::CtxPtr;
 // Below this many elements an OpenMP team costs more than it saves.
 constexpr size_t kParallelMin = 1 << 15;
 
-// One range of the SGD update that also writes the weight mirror:
+// One range of the SGD update that also writes the weight mirror (bitwise the
+// update without it as long as the scalar loops are compiled without FMA
+// contraction, as with the project's baseline x86-64 flags; an FMA build,
+// e.g. -march=native, fails tests/test_formats.cpp's equality):
 //   g = grad + wd·param;  m = momentum·mom + g;  param −= lr·m;  p16 = bf16_bits(param)
 // The scalar loop is the definition; sgd_mirror_avx512 computes the same bits
 // (the same roundings: no fused multiply-add, bf16_bits' integer rounding, NaN

@@ -37,6 +37,24 @@ echo "test accuracy after one epoch on 12k images: fp32 $a32, bf16 $a16"
 # The saved parameters are the f32 master weights, close to fp32's after 187 steps.
 "$COMPARE" "$SCRATCH/fp32.h5" "$SCRATCH/bf16.h5" 0.2 || fail "bf16 parameters far from fp32's"
 
+# The bf16 weight mirror (Net::weight_mirror): a worker that updates its own
+# parameters reads the bf16 copy its SGD pass wrote; a worker whose parameters a
+# parameter server updates never has one and converts in every forward. Same
+# minibatch per worker, same arithmetic: the two must end bitwise equal, through
+# epochs with evaluations (another minibatch size) between them — a stale or
+# wrong mirror anywhere in the trainer shows here.
+mirror=(--job "$SRC/jobs/fashion_lenet.ini" --train-data "$D/fashion-mnist-train.h5" --test-data "$D/fashion-mnist-test.h5"
+        --precision bf16 --threads 1 --minibatch 32 --max-train-samples 640 --epochs 3 --max-test-samples 100
+        --eval-minibatch 24 --lr-schedule constant --warmup-epochs 0 --log-interval 10 --metrics "")
+"$DTRAIN" train "${mirror[@]}" --save-params "$SCRATCH/mirror.h5" >"$SCRATCH/mirror.log" 2>&1 ||
+  { cat "$SCRATCH/mirror.log"; fail "the 1-process bf16 run failed"; }
+mpirun -np 2 --oversubscribe --bind-to none "$DTRAIN" train "${mirror[@]}" --mode ps --ps 1 \
+  --save-params "$SCRATCH/converting.h5" >"$SCRATCH/converting.log" 2>&1 ||
+  { cat "$SCRATCH/converting.log"; fail "the bf16 run with a parameter server failed"; }
+h5diff "$SCRATCH/mirror.h5" "$SCRATCH/converting.h5" /params ||
+  fail "bf16: the worker reading the weight mirror and the one converting (ps) end with different parameters"
+echo "ok: bf16 with the weight mirror = bf16 converting every forward, bit for bit (60 steps, 3 evaluations)"
+
 # A bf16 run's checkpoint resumes in fp32 (the master weights and momentum are f32 in
 # either precision), and the change is said, not silent.
 "$DTRAIN" train "${short[@]}" --precision bf16 --max-steps 20 --checkpoint-dir "$SCRATCH/ck" --checkpoint-every-steps 10 \
