@@ -157,7 +157,7 @@ int cmd_bench_compute(const std::vector<std::string>& args) {
   std::printf("dtrain bench compute: model %s, minibatch %d, %d thread(s), %s, backend %s%s%s%s\n", model.c_str(),
               minibatch, threads, layers::precision_name(prec), backend->name().c_str(), no_fuse ? ", no fusion" : "",
               plain ? ", plain formats" : "",
-              prec == layers::DType::bf16 && net.weight_mirror() == nullptr ? ", no weight mirror" : "");
+              prec == layers::DType::bf16 && !net.keeps_weight_mirror() ? ", no weight mirror" : "");
   std::printf("step %.2f ms (median of %d; %.2f … %.2f), %.2f images/s, %.2f GFLOP per step (3 × forward), %.1f GFLOP/s",
               med * 1e3, steps, sorted.front() * 1e3, sorted.back() * 1e3, minibatch / med, train_flops / 1e9, gflops);
   if (peak > 0) std::printf(" = %.0f%% of the GEMM peak %.0f GFLOP/s (oneDNN matmul 2048³ %s)", 100 * gflops / peak, peak,
@@ -187,7 +187,7 @@ int cmd_bench_compute(const std::vector<std::string>& args) {
                         {"step_ms", med * 1e3},    {"images_per_s", minibatch / med},
                         {"train_gflop", train_flops / 1e9}, {"gflops", gflops}, {"gemm_peak_gflops", peak},
                         {"sgd_ms", sgd_s / steps * 1e3}, {"fuse", !no_fuse}, {"any_format", !plain},
-                        {"weight_mirror", net.weight_mirror() != nullptr}};
+                        {"weight_mirror", net.keeps_weight_mirror()}};
     write_json(j);
   }
   return kExitOk;

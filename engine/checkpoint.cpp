@@ -350,7 +350,6 @@ ResumePoint Checkpointer::restore() {
 
   // Parameters: into rank 0's arena (the exchange's start-up broadcast takes them everywhere).
   if (rank0) be.upload(resume_->arrays.at("params").data.data(), net.params().data(), P * sizeof(float));
-  net.weight_mirror_stale();  // the next forward converts the restored weights
   // Momentum: every rank (servers keep their slices).
   std::vector<float> mom(std::max<size_t>(P, 1));
   if (rank0) std::copy_n(resume_->arrays.at("momentum").data.data(), P, mom.data());

@@ -70,7 +70,6 @@ std::unique_ptr<comm::Exchange> make_exchange(TrainJob& job, Timeline* tl) {
   auto ex = std::make_unique<comm::Exchange>(job.topo, eo, net.num_params());
   with_host_copy(*job.backend, net.params().data(), net.num_params(), /*write_back=*/true,
                  [&](float* p) { ex->broadcast_params(p); });
-  net.weight_mirror_stale();  // parameters written by something other than the optimizer
   return ex;
 }
 

@@ -139,11 +139,13 @@ void Net::finalize(Backend& backend, uint64_t seed, NetOptions o) {
   }
 }
 
-uint16_t* Net::weight_mirror() {
+bool Net::keeps_weight_mirror() const {
   DT_CHECK(finalized(), "Net::weight_mirror before finalize");
-  if (opts_.precision != DType::bf16 || !opts_.weight_mirror || !backend_->reads_weight_mirror() ||
-      backend_->discrete_memory())
-    return nullptr;
+  return opts_.precision == DType::bf16 && opts_.weight_mirror && backend_->reads_weight_mirror();
+}
+
+uint16_t* Net::weight_mirror() {
+  if (!keeps_weight_mirror()) return nullptr;
   if (mirror_.empty()) mirror_.resize(std::max<size_t>(num_params(), 1));
   return mirror_.data();
 }

@@ -137,11 +137,14 @@ class Net {
   // with train=false before that one, and that forward uses it up: later
   // forwards convert again until it is written anew. So a step whose update
   // is skipped, or a worker whose parameters come from elsewhere (parameter
-  // servers, a checkpoint), converts; whatever writes the parameters after
-  // the optimizer and before the next forward must call weight_mirror_stale().
-  // nullptr (and no memory) unless the precision is bf16, the backend reads a
-  // mirror (Backend::reads_weight_mirror) and NetOptions::weight_mirror.
+  // servers, a checkpoint loaded before the first update), converts; whatever
+  // writes the parameters after the optimizer and before the next forward must
+  // call weight_mirror_stale() (nothing in dtrain does today).
+  // nullptr (and no memory) unless keeps_weight_mirror(): the precision is
+  // bf16, the backend reads a mirror (Backend::reads_weight_mirror) and
+  // NetOptions::weight_mirror.
   uint16_t* weight_mirror();
+  bool keeps_weight_mirror() const;
   void weight_mirror_written() { mirror_current_ = !mirror_.empty(); }
   void weight_mirror_stale() { mirror_current_ = false; }
   bool weight_mirror_current() const { return mirror_current_; }

@@ -80,14 +80,9 @@ void Sgd::step(Net& net, float lr) {
 
 void Sgd::step(float* params, const float* grads, float lr, size_t begin, size_t end, uint16_t* params_bf16) {
   DT_CHECK(begin <= end && end <= count_, "SGD range [", begin, ", ", end, ") outside the arena of ", count_);
-  if (params_bf16 != nullptr && (o_.decay_bias_bn || o_.weight_decay == 0.0f)) {
+  if (o_.decay_bias_bn || o_.weight_decay == 0.0f) {  // one decay: the range is one segment
     const Backend::SgdSegment all{begin, end, o_.weight_decay};
-    backend_.sgd_update_segments(params, grads, mom_.get(), &all, begin < end ? 1 : 0, lr, o_.momentum, params_bf16);
-    return;
-  }
-  if (o_.decay_bias_bn || o_.weight_decay == 0.0f) {
-    backend_.sgd_update(params + begin, grads + begin, mom_.get() + begin, end - begin, lr,
-                        o_.momentum, o_.weight_decay);
+    backend_.sgd_update_segments(params, grads, mom_.get(), &all, 1, lr, o_.momentum, params_bf16);
     return;
   }
   // The parameter ranges that overlap [begin, end), runs of equal decay

@@ -16,13 +16,12 @@
 // logits), and then dy is converted to bf16 for the two backward products.
 // db = Σ_n dy in f32. The fused ReLU (KernelExec::relu) is a post-op; the
 // Net masks dy before backward.
-#include <cstdlib>
-#include <memory>
 #include <unordered_map>
 #include <vector>
 
 #include "core/error.hpp"
 #include "layers/cpu/onednn_internal.hpp"
+#include "layers/tensor.hpp"
 
 namespace dtrain::layers::onednn {
 namespace {
@@ -63,11 +62,9 @@ class LinearOneDnn final : public LinearKernel {
     if (bf16_) {  // the bf16 copy of W, read as W and as Wᵀ
       // Our own buffer: a oneDNN-allocated one is freed by the first
       // set_data_handle that points the memory at the mirror.
-      const size_t bytes = (w_md.get_size() + 63) / 64 * 64;
-      copy_.reset(std::aligned_alloc(64, bytes));
-      DT_CHECK(copy_ != nullptr, "linear: cannot allocate ", bytes, " bytes for the bf16 copy of W");
-      w_ = memory(w_md, eng, copy_.get());
-      wt_ = memory(wt_md, eng, copy_.get());
+      copy_ = Tensor(Shape::vec(static_cast<int64_t>((w_md.get_size() + sizeof(float) - 1) / sizeof(float))));
+      w_ = memory(w_md, eng, copy_.data());
+      wt_ = memory(wt_md, eng, copy_.data());
       const memory::desc w_f32({out, in}, dt::f32, tag::ab);
       w_user_ = user_memory(w_f32, eng);
       to_bf16_ = dnnl::reorder(w_user_, w_);
@@ -140,8 +137,8 @@ class LinearOneDnn final : public LinearKernel {
       w_.set_data_handle(const_cast<uint16_t*>(w16_));
       wt_.set_data_handle(const_cast<uint16_t*>(w16_));
     } else if (bf16_) {
-      w_.set_data_handle(copy_.get());
-      wt_.set_data_handle(copy_.get());
+      w_.set_data_handle(copy_.data());
+      wt_.set_data_handle(copy_.data());
       w_user_.set_data_handle(handle(w));
       to_bf16_.execute(ctx_->strm, w_user_, w_);
     } else {
@@ -181,10 +178,7 @@ class LinearOneDnn final : public LinearKernel {
   memory w_user_, dy_user_, dy_copy_;  // bf16: the f32 operands and the copies
   dnnl::reorder to_bf16_, dy_to_bf16_;
   const float* weights_of_ = nullptr;  // the W that w_/wt_ hold
-  struct Free {
-    void operator()(void* p) const { std::free(p); }
-  };
-  std::unique_ptr<void, Free> copy_;   // bf16: the kernel's own copy of W
+  Tensor copy_;                        // bf16: the kernel's own copy of W (its bytes)
   const uint16_t* w16_ = nullptr;      // bf16: the mirror of the next forward's W, or nullptr
 };
 
