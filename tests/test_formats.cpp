@@ -122,9 +122,17 @@ TEST_CASE("cpu backend elementwise functions in every format equal the plain f32
   const Shape s(3, 20, 5, 3);
   const size_t n = static_cast<size_t>(s.numel());
   const std::vector<float> a = randn(n, 1), b = randn(n, 2), g = randn(n, 3);
+  // oneDNN makes no bf16 eltwise/binary primitives where the CPU lacks
+  // AVX512-BF16 and AMX; there bf16 is refused before any net is built
+  // (Backend::precision_unsupported), so only the f32 formats are reachable.
+  const std::string no_bf16 = be->precision_unsupported(DType::bf16);
+  if (!no_bf16.empty()) WARN("bf16 formats not run: " << no_bf16);
+  size_t ran = 0;
   for (const Format& f : kFormats) {
     INFO(f.str());
     const bool bf16 = f.dtype == DType::bf16;
+    if (bf16 && !no_bf16.empty()) continue;
+    ++ran;
     auto r = [&](float x) { return bf16 ? round_bf16(x) : x; };
     // The plain f32 reference on the values as f stores them.
     std::vector<float> ar(n), br(n), gr(n);
@@ -169,6 +177,7 @@ TEST_CASE("cpu backend elementwise functions in every format equal the plain f32
       CHECK_THROWS_WITH(be->dropout(ta, ty, mask.data(), 0.3f, 77), Catch::Contains("plain"));
     }
   }
+  CHECK(ran >= 3);  // the three f32 formats at least
   // Operands of different formats are refused, naming the function.
   Tensor p = make(*be, keep, s, Format::plain(), &a), q = make(*be, keep, s, Format::blocked(16));
   CHECK_THROWS_WITH(be->relu(p, q), Catch::Contains("relu"));
