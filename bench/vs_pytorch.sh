@@ -8,7 +8,8 @@
 #   alexnet-owt  minibatch 16, 2 threads (synthetic 224×224×3, 1000 classes)
 #   resnet50     minibatch 16, 2 threads (synthetic 224×224×3, 1000 classes)
 # each in fp32 and in bf16 (dtrain --precision bf16; PyTorch's forward and loss
-# in torch.autocast("cpu", dtype=torch.bfloat16)). Every row also shows the
+# in torch.autocast("cpu", dtype=torch.bfloat16); on a CPU where dtrain refuses
+# bf16, no AVX512-BF16 or AMX, the bf16 rows are left out, saying why). Every row also shows the
 # GFLOP/s each engine reached (the model's training FLOPs per image, 3 × the
 # forward FLOPs `dtrain model` counts, × images/s) next to this machine's GEMM
 # peak in that precision at that thread count (`dtrain bench compute
@@ -109,6 +110,15 @@ for m in "${wanted[@]}"; do
   gf=$("$dtrain" model --name "$m" --minibatch 1 | sed -n 's/.*, \([0-9.e+-]*\) GFLOPs forward per minibatch of 1$/\1/p')
   echo "{\"kind\": \"flops\", \"model\": \"$m\", \"forward_gflop\": $gf}" >>"$facts"
 done
+# A CPU without bf16 (dtrain refuses it, exit 2): the bf16 rows are left out, saying why.
+if [[ " ${precs[*]} " == *" bf16 "* ]] &&
+   ! why=$("$dtrain" bench compute --peak-only --precision bf16 --threads 1 --json "$facts" 2>&1 >/dev/null); then
+  echo "vs_pytorch: no bf16 rows: $why" >&2
+  kept=()
+  for c in "${configs[@]}"; do [[ "$c" == *:bf16 ]] || kept+=("$c"); done
+  configs=("${kept[@]}")
+  [ ${#configs[@]} -gt 0 ] || { echo "vs_pytorch: nothing left to run" >&2; exit 2; }
+fi
 for c in "${configs[@]}"; do
   IFS=: read -r _ _ t p <<<"$c"
   grep -q "\"precision\":\"$p\",\"threads\":$t}" "$facts" ||

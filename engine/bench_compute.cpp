@@ -97,6 +97,12 @@ int cmd_bench_compute(const std::vector<std::string>& args) {
   };
   const layers::DType prec = layers::parse_precision(precision);
   layers::set_cpu_threads(threads);
+  // A precision this CPU cannot compute in is refused here, as `dtrain train`
+  // refuses it (layers/net.cpp), not by a oneDNN error from inside the peak
+  // or the plan. The peak is the cpu backend's (oneDNN matmul) whatever --backend.
+  auto backend = layers::make_backend(peak_only ? std::string("cpu") : backend_name);
+  if (const std::string why = backend->precision_unsupported(prec); !why.empty())
+    DT_USAGE("dtrain bench compute: option 'precision' = ", layers::precision_name(prec), ": ", why);
   if (peak_only) {
     const double peak = layers::gemm_gflops(prec);
     std::printf("GEMM peak: %.1f GFLOP/s (oneDNN matmul 2048³ %s, %d thread(s))\n", peak, layers::dtype_name(prec),
@@ -105,7 +111,6 @@ int cmd_bench_compute(const std::vector<std::string>& args) {
       write_json({{"kind", "gemm_peak"}, {"precision", precision}, {"threads", threads}, {"gemm_peak_gflops", peak}});
     return kExitOk;
   }
-  auto backend = layers::make_backend(backend_name);
   layers::ModelOptions mo;
   mo.minibatch = minibatch;
   layers::Net net = layers::make_model(model, mo);

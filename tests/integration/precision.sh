@@ -14,6 +14,10 @@ expect_exit 2 "option 'precision'" -- "$DTRAIN" train "${short[@]}" --precision 
 expect_exit 2 "AVX512-BF16" -- env ONEDNN_MAX_CPU_ISA=AVX512_CORE "$DTRAIN" train "${short[@]}" --precision bf16
 expect_exit 2 "option 'precision'" -- "$DTRAIN" train "${short[@]}" --precision bf16 --reference-kernels true
 expect_exit 2 "option 'precision'" -- "$DTRAIN" train "${short[@]}" --precision bf16 --device cpu-staged
+# dtrain bench compute refuses as train does, not with an error from inside oneDNN.
+expect_exit 2 "AVX512-BF16" -- env ONEDNN_MAX_CPU_ISA=AVX512_CORE "$DTRAIN" bench compute --peak-only --precision bf16 --threads 1
+expect_exit 2 "AVX512-BF16" -- env ONEDNN_MAX_CPU_ISA=AVX512_CORE "$DTRAIN" bench compute --model lenet5 --precision bf16 --steps 2
+expect_exit 2 "option 'precision'" -- "$DTRAIN" bench compute --model lenet5 --precision bf16 --backend reference --steps 2
 [ ! -e runs ] || fail "a refused run wrote $(find runs | head -3)"
 
 # This CPU: bf16 or not (then the learning half is skipped, saying why).
