@@ -336,6 +336,7 @@ std::vector<Op> make_table() {
   // pooling
   t.push_back(pool_op("max 3x3 s2 p1", 5, 7, 7, PoolKind::max, 3, 2, 1));
   t.push_back(pool_op("max 2x2 s2 p0 (floor drops a row)", 5, 7, 7, PoolKind::max, 2, 2, 0));
+  t.push_back(pool_op("max 2x2 s2 p0, C=19 (blocks of 8 and 16 with padding channels)", 19, 8, 6, PoolKind::max, 2, 2, 0));
   t.push_back(pool_op("max 3x3 s2 p0 (AlexNet)", 5, 7, 7, PoolKind::max, 3, 2, 0));
   t.push_back(pool_op("max 3x3 s2 p1 on 9x8", 4, 9, 8, PoolKind::max, 3, 2, 1));
   t.push_back(pool_op("avg 3x3 s2 p1 include pad", 5, 7, 7, PoolKind::avg, 3, 2, 1, true));

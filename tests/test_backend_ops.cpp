@@ -36,12 +36,14 @@ TEST_CASE("backend ops: cpu (oneDNN + BLAS) against the reference", "[backend_op
 }
 
 TEST_CASE("backend ops: cpu kernels in the formats they choose against the reference", "[backend_ops][format]") {
-  // Each kernel gets x in nChw16c (a blocked producer), chooses its formats,
+  // Each kernel gets x in nChw16c or nChw8c (a blocked producer), chooses its formats,
   // and is fed and read through conversions (exec_backend.hpp).
   KernelExec e;
   e.any_format = true;
   e.src = Format::blocked(16);
   run({"cpu(chosen formats)", [e] { return make_exec_backend(make_backend("cpu"), e); }, false, 0, false, {}});
+  e.src = Format::blocked(8);  // a producer in oneDNN's AVX2 layout
+  run({"cpu(chosen formats, nChw8c producer)", [e] { return make_exec_backend(make_backend("cpu"), e); }, false, 0, false, {}});
   e.src = Format::plain();  // a plain producer (the net's input, a dropout)
   run({"cpu(chosen formats, plain producer)", [e] { return make_exec_backend(make_backend("cpu"), e); }, false, 0, false, {}});
 }

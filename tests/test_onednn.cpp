@@ -7,6 +7,8 @@
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <cstring>
+#include <limits>
 #include <random>
 
 #include "compare_util.hpp"
@@ -49,6 +51,67 @@ TEST_CASE("cpu backend max-pool backward without a forward recomputes the argmax
   kr->backward(x.data(), yr.data(), dy.data(), dxr.data());
   kc->backward(x.data(), yr.data(), dy.data(), dxc.data());
   CHECK_CLOSE(dxc, dxr, kTol);
+}
+
+TEST_CASE("cpu backend 2x2/2 max pooling keeps a blocked producer's format and equals the reference bitwise",
+          "[onednn][pool][format]") {
+  // LeNet's pools: non-overlapping windows run on loops in the producer's
+  // layout (no conversion, no oneDNN nChw8c on AVX2). Ties, a NaN and padding
+  // channels: the first maximum of the window wins (a NaN over any number),
+  // padding channels stay zero.
+  auto cpu = make_cpu_backend(), ref = make_reference_backend();
+  for (int b : {8, 16}) {
+    for (int c : {6, 19}) {
+      CAPTURE(b, c);
+      PoolDesc d{2, c, 6, 5, 2, 2, 2, 2, 0, 0, PoolKind::max, true, {}};
+      PoolDesc e = d;
+      e.exec.any_format = true;
+      e.exec.src = Format::blocked(b);
+      auto kc = cpu->pool(e), kr = ref->pool(d);
+      REQUIRE(kc->src_format() == Format::blocked(b));
+      REQUIRE(kc->dst_format() == Format::blocked(b));
+      const int cb = (c + b - 1) / b, oh = d.out_h(), ow = d.out_w();
+      auto at = [&](int n, int ch, int h, int w, int hh, int ww) {  // nChw{b}c offset
+        return ((size_t(n * cb + ch / b) * hh + h) * ww + w) * b + ch % b;
+      };
+      std::mt19937 rng(7);
+      const size_t nx = size_t(d.n) * c * d.h * d.w, ny = size_t(d.n) * c * oh * ow;
+      Vec x = random_vec(nx, rng), dy = random_vec(ny, rng), yr(ny), dxr(nx);
+      for (size_t i = 0; i < nx; i += 7) x[i] = x[i + 1 < nx ? i + 1 : i];  // ties
+      x[3] = std::numeric_limits<float>::quiet_NaN();
+      kr->forward(x.data(), yr.data());
+      kr->backward(x.data(), yr.data(), dy.data(), dxr.data());
+      Vec xb(size_t(d.n) * cb * b * d.h * d.w, 0.0f), dyb(size_t(d.n) * cb * b * oh * ow, 0.0f);
+      for (int n = 0; n < d.n; ++n)
+        for (int ch = 0; ch < c; ++ch) {
+          for (int h = 0; h < d.h; ++h)
+            for (int w = 0; w < d.w; ++w)
+              xb[at(n, ch, h, w, d.h, d.w)] = x[((size_t(n) * c + ch) * d.h + h) * d.w + w];
+          for (int h = 0; h < oh; ++h)
+            for (int w = 0; w < ow; ++w)
+              dyb[at(n, ch, h, w, oh, ow)] = dy[((size_t(n) * c + ch) * oh + h) * ow + w];
+        }
+      Vec yb(dyb.size(), -1.0f), dxb(xb.size(), -1.0f);
+      kc->forward(xb.data(), yb.data());
+      kc->backward(xb.data(), yb.data(), dyb.data(), dxb.data());
+      auto same = [](float a, float r) { return std::memcmp(&a, &r, sizeof a) == 0 || (a != a && r != r); };
+      size_t wrong = 0;
+      for (int n = 0; n < d.n; ++n)
+        for (int ch = 0; ch < cb * b; ++ch) {
+          for (int h = 0; h < oh; ++h)
+            for (int w = 0; w < ow; ++w) {
+              const float got = yb[at(n, ch, h, w, oh, ow)];
+              wrong += ch < c ? !same(got, yr[((size_t(n) * c + ch) * oh + h) * ow + w]) : got != 0.0f;
+            }
+          for (int h = 0; h < d.h; ++h)
+            for (int w = 0; w < d.w; ++w) {
+              const float got = dxb[at(n, ch, h, w, d.h, d.w)];
+              wrong += ch < c ? !same(got, dxr[((size_t(n) * c + ch) * d.h + h) * d.w + w]) : got != 0.0f;
+            }
+        }
+      CHECK(wrong == 0);
+    }
+  }
 }
 
 TEST_CASE("cpu backend batch norm running variance is unbiased", "[onednn]") {

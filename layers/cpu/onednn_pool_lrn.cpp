@@ -5,11 +5,13 @@
 // producer's, else plain NCHW) and the precision of the net, f32 or bf16:
 // oneDNN's JIT pooling takes nchw and nChw16c alike (reordering to nChw16c
 // and back cost more than it saved). Max pooling keeps the forward
-// workspace (argmax) for backward. Exception: f32 max pooling on plain NCHW
-// with non-overlapping windows (kernel = stride, no padding: LeNet's 2×2/2)
-// runs on plain OpenMP loops (MaxPoolLoops), where oneDNN 2.6 is slow in
-// every layout (1 thread, fwd + bwd ms, [64,6,28,28]: oneDNN nchw 1.05 + 1.13,
-// nChw16c 0.76 + 0.76; loops 0.50 + 0.10). For overlapping 3×3/2 windows
+// workspace (argmax) for backward. Exception: f32 max pooling with
+// non-overlapping windows (kernel = stride, no padding: LeNet's 2×2/2) runs
+// on plain OpenMP loops (MaxPoolLoops) in the producer's format, plain or
+// nChw{8,16}c, where oneDNN 2.6 is slow in every layout (1 thread, fwd + bwd
+// ms, [64,6,28,28], Intel Xeon with AVX-512: oneDNN nchw 1.05 + 1.13, nChw16c
+// 0.76 + 0.76; loops on nchw 0.50 + 0.10; AMD EPYC with AVX2: oneDNN nChw8c
+// 2.96 + 2.72). For overlapping 3×3/2 windows
 // oneDNN's forward stays faster than these scalar loops (AlexNet
 // [16,64,55,55]: 3.8 against 19 ms), so they keep oneDNN.
 //
@@ -29,8 +31,9 @@
 // given another x than the last forward() (or none ran), the forward is
 // recomputed into a scratch output first.
 #include <algorithm>
-#include <cstdint>
 #include <cmath>
+#include <cstdint>
+#include <emmintrin.h>
 #include <limits>
 #include <string>
 #include <unordered_map>
@@ -50,12 +53,28 @@ class PoolOneDnn final : public PoolKernel {
       : ctx_(std::move(ctx)), d_(d), threads_(team_for_elements(double(d.n) * d.c * d.h * d.w)) {
     ThreadScope team(threads_);
     DT_CHECK(d.out_h() > 0 && d.out_w() > 0, "pool: empty output for input ", d.h, "x", d.w);
+    // The producer's format when oneDNN has a JIT kernel for it, else the
+    // first blocked one that has (on AVX2 plain NCHW gets only the scalar
+    // simple_nchw: AlexNet's pool1, [16,64,55,55] 3×3/2, 2 threads, AMD EPYC:
+    // 27.6 + 7.6 ms against 3.1 + 2.7 ms for the same work in nChw8c), else
+    // the first that is not a reference kernel.
     std::vector<int> blocks{1};
-    if (d.exec.any_format) blocks = {d.exec.src.cblock, 16, 1};
-    for (int b : blocks) {
-      fmt_ = Format{d.exec.precision, b};
+    if (d.exec.any_format) blocks = {d.exec.src.cblock, 16, 8, 1};
+    int chosen = -1;
+    for (int pass = 0; pass < 2 && chosen < 0; ++pass)
+      for (int b : blocks) {
+        fmt_ = Format{d.exec.precision, b};
+        make(d);
+        const std::string impl = fwd_pd_.impl_info_str();
+        if (pass == 0 ? impl.rfind("jit", 0) == 0 : !is_ref_impl(impl.c_str())) {
+          chosen = b;
+          break;
+        }
+      }
+    if (chosen < 0) chosen = blocks.front();
+    if (fmt_.cblock != chosen) {
+      fmt_ = Format{d.exec.precision, chosen};
       make(d);
-      if (!is_ref_impl(fwd_pd_.impl_info_str())) break;
     }
   }
 
@@ -133,26 +152,68 @@ class PoolOneDnn final : public PoolKernel {
   const float* fwd_x_ = nullptr;  // the input the workspace belongs to
 };
 
-// Max pooling on plain loops over NCHW: one (n, c) plane per OpenMP iteration;
-// forward keeps, per output, the in-plane index of the first maximum (lowest
-// h, then lowest w; a NaN wins), as the reference does; backward scatters dy
-// there.
+// Max pooling on plain loops over NCHW, or over f32 NCHW{8,16}c when the
+// producer writes that (KernelExec::any_format): one (n, c) plane — one
+// (n, channel block) plane of B-lane vectors — per OpenMP iteration; forward
+// keeps, per output and channel, the in-plane index (h·W + w) of the first
+// maximum (lowest h, then lowest w; a NaN wins), as the reference does;
+// backward scatters dy there. In a blocked plane the B channels of a block
+// are the vector lanes; padding channels read zeros and write zeros (their
+// dy is zero). Blocked because on a CPU without AVX-512 oneDNN 2.6's JIT
+// pooling on nChw8c with padding channels is slow (LeNet-5's pool1,
+// [64,6,28,28], 1 thread, AMD EPYC with AVX2: 2.96 + 2.72 ms, half the step,
+// against 1.34 + 0.10 ms for these loops on plain NCHW — `dtrain bench compute
+// --model lenet5 --threads 1 --profile`, with and without --plain).
 class MaxPoolLoops final : public PoolKernel {
  public:
-  explicit MaxPoolLoops(const PoolDesc& d) : d_(d) {
+  MaxPoolLoops(const PoolDesc& d, int cblock) : d_(d), b_(cblock) {
     DT_CHECK(d.out_h() > 0 && d.out_w() > 0, "pool: empty output for input ", d.h, "x", d.w);
     DT_CHECK(d.pad_h < d.kh && d.pad_w < d.kw, "pool: padding ", d.pad_h, "x", d.pad_w,
              " must be smaller than the kernel ", d.kh, "x", d.kw);
-    argmax_.resize(size_t(d.n) * d.c * d.out_h() * d.out_w());
+    DT_CHECK(b_ == 1 || b_ == 8 || b_ == 16, "pool: channel block ", b_, " (1, 8 or 16)");
+    planes_ = ptrdiff_t(d.n) * ((d.c + b_ - 1) / b_);
+    argmax_.resize(size_t(planes_) * b_ * d.out_h() * d.out_w());
   }
 
-  // x [N,C,H,W] → y [N,C,OH,OW]
+  Format src_format() const override { return Format::blocked(b_); }
+  Format dst_format() const override { return Format::blocked(b_); }
+
+  // x [N,C,H,W] → y [N,C,OH,OW] (in the kernel's format)
   void forward(const float* x, float* y) override {
+    if (b_ == 8)
+      forward_blocked<8>(x, y);
+    else if (b_ == 16)
+      forward_blocked<16>(x, y);
+    else
+      forward_plain(x, y);
+    fwd_x_ = x;
+  }
+
+  // dy [N,C,OH,OW] → dx [N,C,H,W]
+  void backward(const float* x, const float* /*y*/, const float* dy, float* dx) override {
+    if (x != fwd_x_) {  // the argmax belongs to another input: recompute it
+      if (y_scratch_.empty()) y_scratch_.resize(argmax_.size());
+      forward(x, y_scratch_.data());
+    }
+    const ptrdiff_t b = b_;
+    const size_t in_plane = size_t(d_.h) * d_.w, out_plane = size_t(d_.out_h()) * d_.out_w();
+#pragma omp parallel for if (planes_ * ptrdiff_t(in_plane) * b >= 4096)
+    for (ptrdiff_t p = 0; p < planes_; ++p) {
+      float* gp = dx + p * in_plane * b;
+      const float* dyp = dy + p * out_plane * b;
+      const int32_t* ap = argmax_.data() + p * out_plane * b;
+      std::fill(gp, gp + in_plane * b, 0.0f);
+      for (size_t o = 0; o < out_plane; ++o)
+        for (ptrdiff_t c = 0; c < b; ++c) gp[ptrdiff_t(ap[o * b + c]) * b + c] += dyp[o * b + c];
+    }
+  }
+
+ private:
+  void forward_plain(const float* x, float* y) {
     const int oh_n = d_.out_h(), ow_n = d_.out_w(), h_n = d_.h, w_n = d_.w;
-    const ptrdiff_t planes = ptrdiff_t(d_.n) * d_.c;
     const size_t in_plane = size_t(h_n) * w_n, out_plane = size_t(oh_n) * ow_n;
-#pragma omp parallel for if (planes * in_plane >= 4096)
-    for (ptrdiff_t p = 0; p < planes; ++p) {
+#pragma omp parallel for if (planes_ * ptrdiff_t(in_plane) >= 4096)
+    for (ptrdiff_t p = 0; p < planes_; ++p) {
       const float* xp = x + p * in_plane;
       float* yp = y + p * out_plane;
       int32_t* ap = argmax_.data() + p * out_plane;
@@ -182,30 +243,64 @@ class MaxPoolLoops final : public PoolKernel {
           }
       }
     }
-    fwd_x_ = x;
   }
 
-  // dy [N,C,OH,OW] → dx [N,C,H,W]
-  void backward(const float* x, const float* /*y*/, const float* dy, float* dx) override {
-    if (x != fwd_x_) {  // the argmax belongs to another input: recompute it
-      if (y_scratch_.empty()) y_scratch_.resize(argmax_.size());
-      forward(x, y_scratch_.data());
-    }
-    const ptrdiff_t planes = ptrdiff_t(d_.n) * d_.c;
-    const size_t in_plane = size_t(d_.h) * d_.w, out_plane = size_t(d_.out_h()) * d_.out_w();
-#pragma omp parallel for if (planes * in_plane >= 4096)
-    for (ptrdiff_t p = 0; p < planes; ++p) {
-      float* gp = dx + p * in_plane;
-      const float* dyp = dy + p * out_plane;
-      const int32_t* ap = argmax_.data() + p * out_plane;
-      std::fill(gp, gp + in_plane, 0.0f);
-      for (size_t o = 0; o < out_plane; ++o) gp[ap[o]] += dyp[o];
+  // The same visit order per output, the B channels of a block as lanes.
+  template <int B>
+  void forward_blocked(const float* x, float* y) {
+    const int oh_n = d_.out_h(), ow_n = d_.out_w(), h_n = d_.h, w_n = d_.w;
+    const size_t in_plane = size_t(h_n) * w_n, out_plane = size_t(oh_n) * ow_n;
+#pragma omp parallel for if (planes_ * ptrdiff_t(in_plane) * B >= 4096)
+    for (ptrdiff_t p = 0; p < planes_; ++p) {
+      const float* xp = x + p * in_plane * B;
+      float* yp = y + p * out_plane * B;
+      int32_t* ap = argmax_.data() + p * out_plane * B;
+      for (int oh = 0; oh < oh_n; ++oh) {
+        const int h0 = oh * d_.stride_h - d_.pad_h;
+        const int hs = std::max(h0, 0), he = std::min(h0 + d_.kh, h_n);
+        for (int ow = 0; ow < ow_n; ++ow) {
+          const int w0 = ow * d_.stride_w - d_.pad_w;
+          const int ws = std::max(w0, 0), we = std::min(w0 + d_.kw, w_n);
+          // The window's first element starts the maximum (the window is
+          // never empty: padding < kernel), so the reference's "nothing
+          // taken yet" case needs no test; then, per lane, take v when
+          // v > max, or v is a NaN and max is not (SSE2: the x86-64
+          // baseline, B/4 registers each for the maxima and their indices).
+          constexpr int G = B / 4;
+          const int32_t first = hs * w_n + ws;
+          __m128 m[G];
+          __m128i a[G];
+          for (int g = 0; g < G; ++g) {
+            m[g] = _mm_loadu_ps(xp + size_t(first) * B + 4 * g);
+            a[g] = _mm_set1_epi32(first);
+          }
+          for (int ih = hs; ih < he; ++ih)
+            for (int iw = ih == hs ? ws + 1 : ws; iw < we; ++iw) {
+              const int32_t at = ih * w_n + iw;
+              const float* xv = xp + size_t(at) * B;
+              const __m128i atv = _mm_set1_epi32(at);
+              for (int g = 0; g < G; ++g) {
+                const __m128 v = _mm_loadu_ps(xv + 4 * g);
+                const __m128 take =
+                    _mm_or_ps(_mm_cmpgt_ps(v, m[g]), _mm_and_ps(_mm_cmpunord_ps(v, v), _mm_cmpord_ps(m[g], m[g])));
+                m[g] = _mm_or_ps(_mm_and_ps(take, v), _mm_andnot_ps(take, m[g]));
+                const __m128i ti = _mm_castps_si128(take);
+                a[g] = _mm_or_si128(_mm_and_si128(ti, atv), _mm_andnot_si128(ti, a[g]));
+              }
+            }
+          for (int g = 0; g < G; ++g) {
+            _mm_storeu_ps(yp + (size_t(oh) * ow_n + ow) * B + 4 * g, m[g]);
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(ap + (size_t(oh) * ow_n + ow) * B + 4 * g), a[g]);
+          }
+        }
+      }
     }
   }
 
- private:
   PoolDesc d_;
-  std::vector<int32_t> argmax_;   // per output: index into its input plane (h·W + w)
+  int b_;                         // channel block: 1 (plain NCHW), 8 or 16
+  ptrdiff_t planes_ = 0;          // N · ⌈C / b⌉
+  std::vector<int32_t> argmax_;   // per output and lane: index into its input plane (h·W + w)
   const float* fwd_x_ = nullptr;  // the input argmax_ belongs to
   std::vector<float> y_scratch_;
 };
@@ -363,8 +458,11 @@ class LrnLoops final : public LrnKernel {
 
 std::unique_ptr<PoolKernel> make_pool(CtxPtr ctx, const PoolDesc& d) {
   const bool tiles = d.kh == d.stride_h && d.kw == d.stride_w && d.pad_h == 0 && d.pad_w == 0;
-  const bool plain_f32 = d.exec.precision == DType::f32 && (!d.exec.any_format || d.exec.src.is_plain_f32());
-  if (d.kind == PoolKind::max && tiles && plain_f32) return std::make_unique<MaxPoolLoops>(d);
+  // The loops run in the producer's f32 format, plain or channel-blocked.
+  const int cblock = d.exec.any_format ? d.exec.src.cblock : 1;
+  const bool f32 = d.exec.precision == DType::f32 && (!d.exec.any_format || d.exec.src.dtype == DType::f32);
+  if (d.kind == PoolKind::max && tiles && f32 && (cblock == 1 || cblock == 8 || cblock == 16))
+    return std::make_unique<MaxPoolLoops>(d, cblock);
   return std::make_unique<PoolOneDnn>(std::move(ctx), d);
 }
 
