@@ -130,6 +130,10 @@ class Kernel {
   // With exec.relu: true when backward() applies the ReLU's mask to dy itself
   // (from what forward saved); false when the caller passes dy already masked.
   virtual bool masks_relu_grad() const { return false; }
+  // Which implementation runs the forward, for tests and profiles: oneDNN's
+  // impl_info_str ("jit:avx2", "simple_nchw:any", …), "loops" for dtrain's
+  // own loops; "" where the backend does not say.
+  virtual std::string impl() const { return ""; }
 };
 
 // Conv: x [N,C,H,W], w [K,C/g,KH,KW], b [K] → y [N,K,OH,OW].

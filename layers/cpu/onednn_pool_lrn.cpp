@@ -80,6 +80,7 @@ class PoolOneDnn final : public PoolKernel {
 
   Format src_format() const override { return fmt_; }
   Format dst_format() const override { return fmt_; }
+  std::string impl() const override { return fwd_pd_.impl_info_str(); }
 
   // x [N,C,H,W] → y [N,C,OH,OW]
   void forward(const float* x, float* y) override {
@@ -177,6 +178,7 @@ class MaxPoolLoops final : public PoolKernel {
 
   Format src_format() const override { return Format::blocked(b_); }
   Format dst_format() const override { return Format::blocked(b_); }
+  std::string impl() const override { return "loops"; }
 
   // x [N,C,H,W] → y [N,C,OH,OW] (in the kernel's format)
   void forward(const float* x, float* y) override {
