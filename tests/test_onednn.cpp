@@ -120,6 +120,8 @@ TEST_CASE("cpu backend overlapping max pooling runs a JIT kernel whatever layout
   // AlexNet's 3×3/2 pools: on a CPU whose oneDNN has no JIT kernel for plain
   // NCHW (AVX2) the kernel picks a blocked layout rather than the scalar
   // simple_nchw (27.6 ms against 3.8 for AlexNet's pool1, bench/README.md).
+  // oneDNN 2.6 has JIT pooling on x86-64 from SSE4.1 up, the CPUs dtrain's
+  // cpu backend is built for.
   auto cpu = make_cpu_backend();
   for (int b : {1, 8, 16}) {
     CAPTURE(b);

@@ -53,25 +53,30 @@ class PoolOneDnn final : public PoolKernel {
       : ctx_(std::move(ctx)), d_(d), threads_(team_for_elements(double(d.n) * d.c * d.h * d.w)) {
     ThreadScope team(threads_);
     DT_CHECK(d.out_h() > 0 && d.out_w() > 0, "pool: empty output for input ", d.h, "x", d.w);
-    // The producer's format when oneDNN has a JIT kernel for it, else the
-    // first blocked one that has (on AVX2 plain NCHW gets only the scalar
-    // simple_nchw: AlexNet's pool1, [16,64,55,55] 3×3/2, 2 threads, AMD EPYC:
-    // 27.6 + 7.6 ms against 3.1 + 2.7 ms for the same work in nChw8c), else
-    // the first that is not a reference kernel.
+    // The producer's format when oneDNN has a JIT kernel for it (forward
+    // JIT, backward not a reference kernel), else the first blocked one that
+    // has (on AVX2 plain NCHW gets only the scalar simple_nchw: AlexNet's
+    // pool1, [16,64,55,55] 3×3/2, 2 threads, AMD EPYC: 27.6 + 7.6 ms against
+    // 3.8 + 3.7 ms in nChw8c, plus a 3.8 ms conversion of its input), else
+    // the first whose forward is not a reference kernel, else the producer's.
     std::vector<int> blocks{1};
-    if (d.exec.any_format) blocks = {d.exec.src.cblock, 16, 8, 1};
-    int chosen = -1;
-    for (int pass = 0; pass < 2 && chosen < 0; ++pass)
-      for (int b : blocks) {
-        fmt_ = Format{d.exec.precision, b};
-        make(d);
-        const std::string impl = fwd_pd_.impl_info_str();
-        if (pass == 0 ? impl.rfind("jit", 0) == 0 : !is_ref_impl(impl.c_str())) {
-          chosen = b;
-          break;
-        }
+    if (d.exec.any_format) {
+      blocks = {d.exec.src.cblock};
+      for (int b : {16, 8, 1})
+        if (b != blocks.front()) blocks.push_back(b);
+    }
+    int chosen = -1, fallback = -1;
+    for (int b : blocks) {
+      fmt_ = Format{d.exec.precision, b};
+      make(d);
+      const std::string fwd = fwd_pd_.impl_info_str(), bwd = bwd_pd_.impl_info_str();
+      if (fwd.rfind("jit", 0) == 0 && !is_ref_impl(bwd.c_str())) {
+        chosen = b;
+        break;
       }
-    if (chosen < 0) chosen = blocks.front();
+      if (fallback < 0 && !is_ref_impl(fwd.c_str())) fallback = b;
+    }
+    if (chosen < 0) chosen = fallback >= 0 ? fallback : blocks.front();
     if (fmt_.cblock != chosen) {
       fmt_ = Format{d.exec.precision, chosen};
       make(d);
@@ -162,9 +167,9 @@ class PoolOneDnn final : public PoolKernel {
 // are the vector lanes; padding channels read zeros and write zeros (their
 // dy is zero). Blocked because on a CPU without AVX-512 oneDNN 2.6's JIT
 // pooling on nChw8c with padding channels is slow (LeNet-5's pool1,
-// [64,6,28,28], 1 thread, AMD EPYC with AVX2: 2.96 + 2.72 ms, half the step,
-// against 1.34 + 0.10 ms for these loops on plain NCHW — `dtrain bench compute
-// --model lenet5 --threads 1 --profile`, with and without --plain).
+// [64,6,28,28], 1 thread, AMD EPYC with AVX2: 2.96 + 2.72 ms, half the step;
+// these loops 0.18 + 0.14 ms on nChw8c, 1.34 + 0.10 on plain NCHW — `dtrain
+// bench compute --model lenet5 --threads 1 --profile`, with and without --plain).
 class MaxPoolLoops final : public PoolKernel {
  public:
   MaxPoolLoops(const PoolDesc& d, int cblock) : d_(d), b_(cblock) {
