@@ -130,9 +130,10 @@ class Kernel {
   // With exec.relu: true when backward() applies the ReLU's mask to dy itself
   // (from what forward saved); false when the caller passes dy already masked.
   virtual bool masks_relu_grad() const { return false; }
-  // Which implementation runs the forward, for tests and profiles: oneDNN's
+  // Which implementation runs the forward (tests check the choice): oneDNN's
   // impl_info_str ("jit:avx2", "simple_nchw:any", …), "loops" for dtrain's
-  // own loops; "" where the backend does not say.
+  // own loops; "" where the kernel does not say (today only the cpu
+  // backend's pooling says).
   virtual std::string impl() const { return ""; }
 };
 

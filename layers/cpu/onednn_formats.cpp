@@ -49,6 +49,7 @@ dnnl::primitive_attr relu_attr(bool relu) {
 }
 
 bool is_ref_impl(const char* impl_info) { return std::string(impl_info).find("ref") != std::string::npos; }
+bool is_jit_impl(const char* impl_info) { return std::string(impl_info).rfind("jit", 0) == 0; }
 
 int team_for_flops(double flops) { return flops < kSmallFlops ? 1 : omp_get_max_threads(); }
 int team_for_elements(double elements) { return elements < kSmallElements ? 1 : omp_get_max_threads(); }

@@ -46,6 +46,9 @@ bool format_of(const dnnl::memory::desc& md, Format* f);
 dnnl::primitive_attr relu_attr(bool relu);
 // oneDNN's implementation name is one of its reference (scalar) kernels.
 bool is_ref_impl(const char* impl_info);
+// oneDNN's implementation name is one of its JIT-generated kernels ("jit:avx2",
+// "jit_bf16:avx512_core_bf16", …); scalar fallbacks such as "simple_nchw" are not.
+bool is_jit_impl(const char* impl_info);
 
 // Threads that pay for themselves. A parallel region costs a fork and a join
 // of the OpenMP team (a few µs when the team is hot, a scheduler slice when a

@@ -69,12 +69,11 @@ class PoolOneDnn final : public PoolKernel {
     for (int b : blocks) {
       fmt_ = Format{d.exec.precision, b};
       make(d);
-      const std::string fwd = fwd_pd_.impl_info_str(), bwd = bwd_pd_.impl_info_str();
-      if (fwd.rfind("jit", 0) == 0 && !is_ref_impl(bwd.c_str())) {
+      if (is_jit_impl(fwd_pd_.impl_info_str()) && !is_ref_impl(bwd_pd_.impl_info_str())) {
         chosen = b;
         break;
       }
-      if (fallback < 0 && !is_ref_impl(fwd.c_str())) fallback = b;
+      if (fallback < 0 && !is_ref_impl(fwd_pd_.impl_info_str())) fallback = b;
     }
     if (chosen < 0) chosen = fallback >= 0 ? fallback : blocks.front();
     if (fmt_.cblock != chosen) {
@@ -468,8 +467,7 @@ std::unique_ptr<PoolKernel> make_pool(CtxPtr ctx, const PoolDesc& d) {
   // The loops run in the producer's f32 format, plain or channel-blocked.
   const int cblock = d.exec.any_format ? d.exec.src.cblock : 1;
   const bool f32 = d.exec.precision == DType::f32 && (!d.exec.any_format || d.exec.src.dtype == DType::f32);
-  if (d.kind == PoolKind::max && tiles && f32 && (cblock == 1 || cblock == 8 || cblock == 16))
-    return std::make_unique<MaxPoolLoops>(d, cblock);
+  if (d.kind == PoolKind::max && tiles && f32) return std::make_unique<MaxPoolLoops>(d, cblock);
   return std::make_unique<PoolOneDnn>(std::move(ctx), d);
 }
 
