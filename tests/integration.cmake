@@ -18,7 +18,9 @@ set_tests_properties(it_precision PROPERTIES SKIP_RETURN_CODE 77)
 set_tests_properties(it_train_short it_precision it_determinism it_bad_input it_distributed it_failures it_rank_failures it_tune it_tune_prediction it_device_staged it_usage_and_outputs it_checkpoint it_checkpoint_faults it_compute_stand_in it_timeline PROPERTIES FIXTURES_REQUIRED fashion_data)
 # it_failures and it_rank_failures check that no dtrain process is left behind
 # (pgrep), so nothing else may run beside them under `ctest -j`.
-set_tests_properties(it_failures it_rank_failures PROPERTIES RUN_SERIAL TRUE)
+# They take 1-2 min; a hung job ends by their own `bounded` time-outs sooner
+# still, so a hang costs minutes, not the suite's 900 s.
+set_tests_properties(it_failures it_rank_failures PROPERTIES RUN_SERIAL TRUE TIMEOUT 400)
 # it_recipes makes its own synthetic data (no fixture); 4 workers + 1 server, twice.
 set_tests_properties(it_recipes PROPERTIES TIMEOUT 300)
 # it_compute_stand_in times its steps against the requested stand-in (within 5% median):

@@ -8,7 +8,7 @@
 source "$(dirname "$0")/lib.sh"
 D="$WORK/data"
 : "${COMPARE_CKPT:?path of dtrain_compare_checkpoints}"
-mp() { local np=$1; shift; timeout 300 mpirun -np "$np" --oversubscribe --bind-to none "$@"; }
+mp() { local np=$1; shift; bounded 300 mpirun -np "$np" --oversubscribe --bind-to none "$@"; }
 # resnet20 has batch norm; 320 samples make short epochs, so 25 steps cross two epoch ends.
 base=(--job "$SRC/jobs/fashion_resnet.ini" --train-data "$D/fashion-mnist-train.h5" --test-data ""
       --max-train-samples 320 --epochs 3 --max-steps 25 --threads 1 --log-interval 5 --metrics ""

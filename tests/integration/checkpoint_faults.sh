@@ -8,7 +8,7 @@
 source "$(dirname "$0")/lib.sh"
 D="$WORK/data"
 : "${COMPARE_CKPT:?path of dtrain_compare_checkpoints}"
-mp() { local np=$1; shift; timeout 300 mpirun -np "$np" --oversubscribe --bind-to none "$@"; }
+mp() { local np=$1; shift; bounded 300 mpirun -np "$np" --oversubscribe --bind-to none "$@"; }
 lenet=(--job "$SRC/jobs/fashion_lenet.ini" --train-data "$D/fashion-mnist-train.h5" --test-data "" --threads 1
        --minibatch 16 --log-interval 1000 --metrics "" --checkpoint-epoch-end false)
 
@@ -114,7 +114,7 @@ echo "ok: a stop request right after start-up → checkpoint of step $at, exit 7
 cp -r old cut && truncate -s 4000 cut/ckpt-0000000020.h5
 expect_exit 2 "cut/ckpt-0000000020.h5" -- "$DTRAIN" train "${lenet[@]}" --resume cut/ckpt-0000000020.h5
 # A job whose ranks were started with different arguments.
-expect_exit 2 "runs another job than rank 0" -- timeout 120 mpirun -np 2 --oversubscribe "$DTRAIN" train "${lenet[@]}" \
+expect_exit 2 "runs another job than rank 0" -- bounded 120 mpirun -np 2 --oversubscribe "$DTRAIN" train "${lenet[@]}" \
   --max-steps 5 : -np 1 "$DTRAIN" train "${lenet[@]}" --max-steps 6
 
 # --- 3. an Inf in one worker's gradient at step 7

@@ -7,7 +7,7 @@ D="$WORK/data"
 args=(--job "$SRC/jobs/fashion_lenet.ini" --train-data "$D/fashion-mnist-train.h5" --test-data ""
       --metrics "" --threads 1 --log-interval 1000)
 start=$(date +%s)
-out=$(DTRAIN_FAIL_AT_STEP=5 DTRAIN_FAIL_RANK=2 timeout 120 mpirun -np 5 --oversubscribe --bind-to none \
+out=$(DTRAIN_FAIL_AT_STEP=5 DTRAIN_FAIL_RANK=2 bounded 120 mpirun -np 5 --oversubscribe --bind-to none \
       "$DTRAIN" train "${args[@]}" --minibatch 16 --mode hybrid --ps 1 --ranks-per-node 2 2>&1) && fail "job succeeded: $out"
 took=$(( $(date +%s) - start ))
 echo "$out" | tail -5
@@ -31,7 +31,7 @@ sleep 1
 if pgrep -f "$DTRAIN train" >/dev/null; then fail "processes left behind: $(pgrep -af "$DTRAIN train")"; fi
 echo "ok: stopped in $took s"
 # A parameter server that throws inside its update ends the job too.
-out=$(DTRAIN_FAIL_AT_STEP=3 DTRAIN_FAIL_RANK=4 timeout 120 mpirun -np 5 --oversubscribe --bind-to none \
+out=$(DTRAIN_FAIL_AT_STEP=3 DTRAIN_FAIL_RANK=4 bounded 120 mpirun -np 5 --oversubscribe --bind-to none \
       "$DTRAIN" train "${args[@]}" --minibatch 16 --mode hybrid --ps 1 --ranks-per-node 2 2>&1) && fail "job succeeded: $out"
 grep -q "rank 4 on $host: .*injected failure at step 3 on parameter server 0" <<<"$out" || fail "server failure not reported: $out"
 sleep 1
@@ -61,7 +61,7 @@ stall() {
   local who=$1 rank=$2 np=$3; shift 3
   local start job victim="" took rc_line log="$SCRATCH/stall.$rank.$np.log"
   start=$(date +%s)
-  ( set +e; mpirun -np "$np" --oversubscribe --bind-to none "$DTRAIN" train "${args[@]}" --minibatch 16 "$@" \
+  ( set +e; bounded 120 mpirun -np "$np" --oversubscribe --bind-to none "$DTRAIN" train "${args[@]}" --minibatch 16 "$@" \
       --comm-timeout 5 > "$log" 2>&1; echo "rc=$?" >> "$log" ) &
   job=$!
   for _ in $(seq 1 100); do  # find the rank once it runs

@@ -16,6 +16,25 @@ cd "$SCRATCH"
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
+# No test reads its standard input: mpirun forwards its stdin to rank 0, and a
+# job started under `timeout` (its own process group) that reads a terminal
+# would be stopped by SIGTTIN instead of running.
+exec </dev/null
+
+# bounded SECONDS COMMAND...: COMMAND under `timeout`, KILLed 10 s after the
+# TERM if it ignores it (mpirun waiting on a stopped rank must not hang a test).
+# On a time-out it prints, on stderr, the command and every mpirun/dtrain
+# process left with its state (ps STAT, wait channel), and returns 124 or 137.
+bounded() {
+  local limit=$1 rc=0; shift
+  timeout -k 10 "$limit" "$@" || rc=$?
+  if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+    echo "TIMED OUT after $limit s (exit $rc): $*" >&2
+    ps -eo pid,ppid,pgid,stat,wchan:24,etime,args 2>/dev/null | awk 'NR == 1 || /mpirun|dtrain/' | grep -v awk >&2 || true
+  fi
+  return "$rc"
+}
+
 # expect_exit CODE PATTERN -- command...: runs it, checks the exit code and that
 # stderr+stdout contain PATTERN (a fixed string).
 expect_exit() {

@@ -56,7 +56,7 @@ reference() {
   local l=$1 dir="$T/ref-$1" p="$T/ref-$1/runs/fashion_lenet/latest/params.h5"
   if [ ! -s "$p" ]; then
     # shellcheck disable=SC2086  # the layout's words
-    timeout 300 mpirun -np "${layout_ranks[$l]}" --oversubscribe --bind-to none "$DTRAIN" train --job "$job" \
+    bounded 300 mpirun -np "${layout_ranks[$l]}" --oversubscribe --bind-to none "$DTRAIN" train --job "$job" \
       "${common[@]}" ${layout_args[$l]} --max-steps "${layout_steps[$l]}" --runs-dir "$dir/runs" --checkpoint-dir "$dir/ckpt" --resume auto \
       >"$dir.out" 2>&1 || { cat "$dir.out" >&2; fail "the uninterrupted $l run failed"; }
     grep -qF "dtrain: finished ${layout_steps[$l]} steps" "$dir.out" ||
