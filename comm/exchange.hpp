@@ -112,27 +112,42 @@ struct ExchangeOptions {
 // from 0. The rule owns its optimizer state (momentum).
 using UpdateRule = std::function<void(float* params, const float* grads, size_t begin, size_t end, int64_t step)>;
 
+// The same update out of place, for a speculating server: reads the old
+// values from in, writes the new ones to out, for [begin, end) of each arena:
+// in[0]/out[0] the parameters, in[1 + i]/out[1 + i] the rule's state arena
+// ServeHooks::state[i] (each out arena is the other generation of its in
+// arena: they never overlap). Whole-arena pointers, as UpdateRule's. Must
+// leave in out bitwise what UpdateRule leaves in place from the same values.
+using UpdateIntoRule = std::function<void(const float* const* in, float* const* out, const float* grads,
+                                          size_t begin, size_t end, int64_t step)>;
+
 // What the servers do with a step's summed gradient (ps/hybrid). The check is
 // joint: after every slice of the step is summed, the servers exchange
 // (non-finite?, Σ g² of their slices) and all take the same decision — every
 // server skips the step, or none does. Without speculation a server updates
 // and returns its slices only after that decision, so a step's pulls wait for
 // all of its pushes. With speculation (ps mode, no clipping) it updates and
-// returns each piece as soon as the piece is summed and finite, having copied
-// the piece's parameters and rule state aside; a step that the joint check
-// then skips is rolled back — the copies restored, every slice returned again
-// (status flag kStatusResend, ps_client.cpp) — so the parameters and the
-// state after any step are bitwise those of the non-speculative protocol
-// (docs/reliability.md).
+// returns each piece as soon as the piece is summed and finite. It keeps two
+// generations of the parameters and the rule's state (the caller's arenas and
+// its own): a step reads the current one and writes the other (rule_into), so
+// the old values stay where they were and nothing is copied aside; the step
+// becomes current when the joint check keeps it. A step that the check skips
+// is rolled back for free — its generation dropped, every slice returned again
+// from the current one (status flag kStatusResend, ps_client.cpp) — so the
+// parameters and the state after any step are bitwise those of the
+// non-speculative protocol (docs/reliability.md). serve() leaves the current
+// values in the caller's arenas whenever it returns.
 struct ServeHooks {
   UpdateRule rule;
   // Speculate (see above) when the mode is ps and clip_norm is 0; hybrid and
   // clipping (the scale needs the whole step's norm) always wait for the check.
+  // Needs rule_into (serve() throws Error otherwise).
   bool speculate = false;
-  // What the rule writes besides params[begin, end): arenas indexed like the
-  // parameters (the Sgd's momentum), copied aside with them for the rollback.
-  // A rule with state it does not list here must leave speculate false.
+  // The rule's state besides the parameters: arenas indexed like them (the
+  // Sgd's momentum), double-buffered with them while speculating. A rule with
+  // state it does not list here must leave speculate false.
   std::vector<float*> state;
+  UpdateIntoRule rule_into;  // the rule out of place; used only while speculating
   // > 0: the summed gradient is scaled by min(1, clip_norm / ‖g‖₂) before the
   // update (global-norm clipping, Pascanu et al. 2013); ‖g‖ over all servers.
   double clip_norm = 0;
@@ -204,7 +219,7 @@ class Exchange {
   // has stopped or asked for a checkpoint. params: the whole arena (after
   // broadcast_params).
   ServeEnd serve(float* params, const ServeHooks& hooks);
-  ServeEnd serve(float* params, const UpdateRule& rule) { return serve(params, ServeHooks{rule, false, {}, 0, nullptr}); }
+  ServeEnd serve(float* params, const UpdateRule& rule) { return serve(params, ServeHooks{rule, false, {}, nullptr, 0, nullptr}); }
 
   // Collective over the workers: x ← mean over workers (batch-norm running
   // statistics before evaluation and saving), and x ← Σ over workers

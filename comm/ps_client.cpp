@@ -60,20 +60,23 @@
 //          Σ g² (8 lanes in a fixed order); the step's Σ g² adds the pieces'
 //          in slice and piece order, whatever order they arrived in.
 //          Speculating (ps mode, no clipping; exchange.hpp ServeHooks), while
-//          every piece so far is finite: copy the piece's params and rule
-//          state aside, rule(params, gradsum, piece, s), and → every sender:
-//          slice j's updated pieces that follow its last sent one, in order
+//          every piece so far is finite: rule_into(the current generation
+//          of params and rule state → the next one, gradsum, piece, s), and
+//          → every sender: slice j's updated pieces (from the next
+//          generation) that follow its last sent one, in order
 //     4. the joint check: allgather (non-finite?, Σ g²) over the servers;
 //        skip = any non-finite; clip scale from ‖g‖ = √Σ (server order);
-//        skip after speculative updates: wait for the sends, restore the
-//        copies
+//        skip after speculative updates: the next generation is dropped,
+//        replies come from the current one
 //     5. for each slice j, its pieces not sent yet, in order (ps_piece
 //        floats, chunked.hpp): unless skip or already updated,
-//        rule(params, gradsum·scale, piece, s); → every sender: the piece of
-//        params[j] (unchanged when skipped), before the next piece is updated
+//        rule(params, gradsum·scale, piece, s) (speculating: rule_into);
+//        → every sender: the piece of params[j] (unchanged when skipped),
+//        before the next piece is updated
 //     6. → every sender: the status; wait for the step's sends; if the step
 //        was skipped after a speculative piece was sent (flag resend): →
-//        every sender: every slice's params again, in pieces
+//        every sender: every slice's params again, in pieces; a step not
+//        skipped makes the next generation the current one
 //
 // Determinism: every sum is taken in a fixed order that does not depend on
 // timing — a leader adds its members in local-rank order (the MPI reducer's

@@ -19,15 +19,19 @@
 // and returned as soon as it is summed and finite, so the senders' pulls of
 // early pieces overlap their pushes of later ones — with 1 worker and 1
 // server the server's receive copies and the worker's pull copies run on
-// their two cores at once. Before such an update the piece's parameters and
-// rule state are copied to `saved` (load floats per arena, the same offsets as
-// a sender buffer); a skipped step restores them once its sends completed,
-// and returns every slice again after the status (kStatusResend). Pieces
-// after a non-finite one wait for the check.
+// their two cores at once. Such an update reads the current generation of
+// the parameters and rule state and writes the other (`gen`: the caller's
+// arenas and this server's, arena-sized and left uninitialised like gsum),
+// which the replies are sent from; a step the check keeps makes it current,
+// a skipped one leaves the current generation as it was and returns every
+// slice again from it after the status (kStatusResend). Pieces after a
+// non-finite one wait for the check. Before serve() returns, the current
+// values go back to the caller's arenas if they are in this server's.
 // The cost per step and byte: the receive, one pass that adds the further
 // senders and squares the sum (hidden under the receive but for the last
-// piece), the update; speculating, also the copy aside of the parameters and
-// state.
+// piece), the update — out of place while speculating, so it writes the
+// parameters and state once, as in place (the copy aside it replaced was a
+// further write of both, bench/README.md).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -107,19 +111,39 @@ ServeEnd detail::serve_ps(const Topology& topo, Mode mode, const ShardMap& map, 
   std::vector<size_t> next_send(mine.size());  // per slice: its first piece not sent yet this step
   std::vector<char> updated;                    // per piece: the rule ran on it this step
 
-  // Speculation (exchange.hpp ServeHooks): the arenas the rule writes and
-  // their copies aside, `load` floats each.
+  // Speculation (exchange.hpp ServeHooks): two generations of the arenas the
+  // rule writes (the parameters, then hooks.state); gen[cur] holds the
+  // current values, a step writes gen[1 - cur].
   const bool spec = hooks.speculate && hooks.clip_norm <= 0 && mode == Mode::ps;
-  std::vector<float*> arenas;
-  std::vector<std::unique_ptr<float[]>> saved;
+  std::vector<float*> gen[2];
+  std::vector<std::unique_ptr<float[]>> own_gen;
+  int cur = 0;
   if (spec) {
-    arenas.push_back(params);
+    DT_CHECK(static_cast<bool>(hooks.rule_into), "parameter server ", me,
+             ": speculation without an out-of-place rule (ServeHooks::rule_into)");
+    gen[0].push_back(params);
     for (float* a : hooks.state) {
       DT_CHECK(a != nullptr, "parameter server ", me, ": a null rule state for speculation");
-      arenas.push_back(a);
+      gen[0].push_back(a);
     }
-    for (size_t a = 0; a < arenas.size(); ++a) saved.emplace_back(new float[std::max<size_t>(load, 1)]);
+    for (size_t a = 0; a < gen[0].size(); ++a) gen[1].push_back(own_gen.emplace_back(new float[map.total()]).get());
   }
+  // Before serve() returns: the current values into the caller's arenas.
+  auto settle = [&] {
+    if (cur == 0) return;
+    for (size_t k = 0; k < mine.size(); ++k)
+      for (size_t a = 0; a < gen[0].size(); ++a)
+        std::copy_n(gen[1][a] + slices[mine[k]].begin, slices[mine[k]].count, gen[0][a] + slices[mine[k]].begin);
+    cur = 0;
+  };
+  int64_t st = 0;
+  // The update of [b, b + n) this step: in place, or from gen[cur] into the other.
+  auto update = [&](size_t b, size_t n) {
+    if (spec)
+      hooks.rule_into(gen[cur].data(), gen[1 - cur].data(), gsum.get(), b, b + n, st);
+    else
+      hooks.rule(params, gsum.get(), b, b + n, st);
+  };
 
   std::vector<int> idx;
   std::vector<double> mine_check(2), all_check(2 * static_cast<size_t>(nservers));
@@ -127,7 +151,6 @@ ServeEnd detail::serve_ps(const Topology& topo, Mode mode, const ShardMap& map, 
   TransferTrace recv_trace, send_trace;  // the timeline's receives and sends of a step
   // Waits for every send posted (completions one by one for the timeline's
   // send events), then starts a new trace of the step's sends.
-  int64_t st = 0;
   timeline::Buffer* tl = nullptr;
   auto wait_sends = [&] {
     if (tl)
@@ -154,6 +177,7 @@ ServeEnd detail::serve_ps(const Topology& topo, Mode mode, const ShardMap& map, 
       if (ctrl[s] != ctrl[0])
         DT_FAIL("parameter server ", me, ": sender rank ", from[s], what(ctrl[s]), " while sender rank ", from[0],
                 what(ctrl[0]), ": every sender must run the same steps (synchronous training)");
+    if (ctrl[0] == kCtrlStop || ctrl[0] == kCtrlCheckpoint || ctrl[0] == kCtrlCheckpointStop) settle();
     if (ctrl[0] == kCtrlStop) return ServeEnd::stopped;
     if (ctrl[0] == kCtrlCheckpoint) return ServeEnd::checkpoint;
     if (ctrl[0] == kCtrlCheckpointStop) return ServeEnd::checkpoint_and_stop;
@@ -191,9 +215,12 @@ ServeEnd detail::serve_ps(const Topology& topo, Mode mode, const ShardMap& map, 
     //    addition fused with the squares), while later pieces still arrive;
     //    note whether it is finite and its Σ g² (sum_squares: a fixed order).
     //    The step's Σ g² adds the pieces' in slice and piece order.
-    //    Speculating, a finite piece is then updated (after its copy aside)
-    //    and the slice's pieces go out in order as far as they are updated.
+    //    Speculating, a finite piece is then updated into the next
+    //    generation, and the slice's pieces go out from it in order as far as
+    //    they are updated.
     bool bad = false, any_spec = false;
+    // Where this step's replies are read: the next generation while speculating.
+    const float* reply = spec ? gen[1 - cur][0] : params;
     updated.assign(pieces.size(), 0);
     for (size_t k = 0; k < mine.size(); ++k) next_send[k] = first_piece[k];
     auto sum_piece = [&](size_t id) {
@@ -217,7 +244,7 @@ ServeEnd detail::serve_ps(const Topology& topo, Mode mode, const ShardMap& map, 
         const Piece& pc = pieces[i];
         const size_t b = slices[mine[k]].begin + pc.off;
         for (size_t s = 0; s < nsend; ++s) {
-          DT_CHECK_MPI(MPI_Isend(params + b, static_cast<int>(pc.n), MPI_FLOAT, from[s],
+          DT_CHECK_MPI(MPI_Isend(reply + b, static_cast<int>(pc.n), MPI_FLOAT, from[s],
                                  detail::tag_param(mine[k], st), ps_comm, &sends.emplace_back()));
           send_trace.open(TK::server_send, 1, pc.n * sizeof(float), static_cast<int32_t>(mine[k]), from[s]);
         }
@@ -225,11 +252,9 @@ ServeEnd detail::serve_ps(const Topology& topo, Mode mode, const ShardMap& map, 
     };
     auto speculate = [&](size_t id) {
       const Piece& pc = pieces[id];
-      const size_t b = slices[mine[pc.k]].begin + pc.off, at = local_off[pc.k] + pc.off;
       {
         timeline::Span span(tl, TK::server_update, st, pc.n * sizeof(float), static_cast<int32_t>(mine[pc.k]));
-        for (size_t a = 0; a < arenas.size(); ++a) std::copy_n(arenas[a] + b, pc.n, saved[a].get() + at);
-        hooks.rule(params, gsum.get(), b, b + pc.n, st);
+        update(slices[mine[pc.k]].begin + pc.off, pc.n);
       }
       updated[id] = 1;
       any_spec = true;
@@ -276,20 +301,14 @@ ServeEnd detail::serve_ps(const Topology& topo, Mode mode, const ShardMap& map, 
     const float scale = !skip && hooks.clip_norm > 0 && norm > hooks.clip_norm
                             ? static_cast<float>(hooks.clip_norm / norm) : 1.0f;
 
-    // A skipped step after speculative updates: once their sends have
-    // completed (MPI reads a send buffer until then), put the copies back.
-    // Sent pieces go out again after the status.
+    // A skipped step: its generation (if speculating) is dropped; what is
+    // left of each slice goes out from the current one, and after the status
+    // every slice again if a speculative piece went out.
     bool resend = false;
-    if (skip && any_spec) {
-      for (size_t k = 0; k < mine.size(); ++k) resend |= next_send[k] > first_piece[k];
-      wait_sends();
-      for (size_t id = 0; id < pieces.size(); ++id)
-        if (updated[id]) {
-          const Piece& pc = pieces[id];
-          const size_t b = slices[mine[pc.k]].begin + pc.off, at = local_off[pc.k] + pc.off;
-          for (size_t a = 0; a < arenas.size(); ++a) std::copy_n(saved[a].get() + at, pc.n, arenas[a] + b);
-          updated[id] = 0;
-        }
+    if (skip) {
+      reply = spec ? gen[cur][0] : params;
+      if (any_spec)
+        for (size_t k = 0; k < mine.size(); ++k) resend |= next_send[k] > first_piece[k];
     }
 
     // 5. Update (unless skipped) what is not updated yet and return the rest
@@ -307,7 +326,8 @@ ServeEnd detail::serve_ps(const Topology& topo, Mode mode, const ShardMap& map, 
             float* g = gsum.get() + b;
             for (size_t e = 0; e < n; ++e) g[e] *= scale;
           }
-          hooks.rule(params, gsum.get(), b, b + n, st);
+          update(b, n);
+          updated[i] = 1;
         }
         return true;
       });
@@ -333,6 +353,9 @@ ServeEnd detail::serve_ps(const Topology& topo, Mode mode, const ShardMap& map, 
       }
       wait_sends();
     }
+    // A step that is not skipped updated every piece into the next generation
+    // (speculatively, or in 5.): it becomes current.
+    if (spec && !skip) cur = 1 - cur;
   }
 }
 

@@ -103,6 +103,9 @@ double time_exchange(const comm::Topology& topo, comm::Mode m, size_t floats, in
     hooks.rule = [](float* p, const float* g, size_t b, size_t e, int64_t) {
       for (size_t i = b; i < e; ++i) p[i] -= 0.01f * g[i];
     };
+    hooks.rule_into = [](const float* const* in, float* const* out, const float* g, size_t b, size_t e, int64_t) {
+      for (size_t i = b; i < e; ++i) out[0][i] = in[0][i] - 0.01f * g[i];
+    };
     hooks.speculate = speculate;  // the rule has no state besides the parameters
     ex.serve(params.data(), hooks);
     return 0;

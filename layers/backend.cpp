@@ -55,6 +55,20 @@ void Backend::sgd_update_segments(float* param, const float* grad, float* mom, c
   }
 }
 
+void Backend::sgd_update_segments_into(const float* param_in, const float* mom_in, float* param_out, float* mom_out,
+                                       const float* grad, const SgdSegment* segs, size_t n_segs, float lr,
+                                       float momentum) {
+  DT_CHECK(!discrete_memory(), "the ", name(), " backend updates its own memory only in place");
+  DT_CHECK((mom_in == nullptr) == (mom_out == nullptr), "sgd_update_segments_into: a momentum input without an output",
+           " or the other way round");
+  for (size_t i = 0; i < n_segs; ++i) {
+    const size_t b = segs[i].begin, n = segs[i].end - segs[i].begin;
+    if (param_out != param_in) std::copy_n(param_in + b, n, param_out + b);
+    if (mom_out != mom_in) std::copy_n(mom_in + b, n, mom_out + b);
+  }
+  sgd_update_segments(param_out, grad, mom_out, segs, n_segs, lr, momentum);
+}
+
 namespace {
 // The defaults below take what every backend has: plain float32 tensors.
 size_t plain_count(const char* fn, std::initializer_list<const Tensor*> ts) {

@@ -260,6 +260,16 @@ class Backend {
   };
   virtual void sgd_update_segments(float* param, const float* grad, float* mom, const SgdSegment* segs,
                                    size_t n_segs, float lr, float momentum, uint16_t* param_bf16 = nullptr);
+  // The same update out of place (a speculating parameter server's two
+  // generations of the parameters and momentum, comm/ps_server.cpp): reads
+  // param_in and mom_in, writes param_out and mom_out (host memory, pointers at
+  // the start of their arenas; an input and its output are the same arena or
+  // do not overlap), nothing else. Bitwise the values sgd_update_segments
+  // leaves in place from the same inputs. Default: the segments copied
+  // in → out, then sgd_update_segments on out.
+  virtual void sgd_update_segments_into(const float* param_in, const float* mom_in, float* param_out,
+                                        float* mom_out, const float* grad, const SgdSegment* segs, size_t n_segs,
+                                        float lr, float momentum);
 
   // ---- the same elementwise functions on Tensors of any Format (the Net's
   // activations). Operands share one format and shape (y may alias an input);

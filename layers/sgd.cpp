@@ -78,13 +78,9 @@ void Sgd::step(Net& net, float lr) {
   if (mirror != nullptr) net.weight_mirror_written();
 }
 
-void Sgd::step(float* params, const float* grads, float lr, size_t begin, size_t end, uint16_t* params_bf16) {
+std::vector<Backend::SgdSegment> Sgd::segments(size_t begin, size_t end) const {
   DT_CHECK(begin <= end && end <= count_, "SGD range [", begin, ", ", end, ") outside the arena of ", count_);
-  if (o_.decay_bias_bn || o_.weight_decay == 0.0f) {  // one decay: the range is one segment
-    const Backend::SgdSegment all{begin, end, o_.weight_decay};
-    backend_.sgd_update_segments(params, grads, mom_.get(), &all, 1, lr, o_.momentum, params_bf16);
-    return;
-  }
+  if (o_.decay_bias_bn || o_.weight_decay == 0.0f) return {{begin, end, o_.weight_decay}};  // one decay: one segment
   // The parameter ranges that overlap [begin, end), runs of equal decay
   // merged, as segments of one pass over the arena.
   std::vector<Backend::SgdSegment> segs;
@@ -99,7 +95,20 @@ void Sgd::step(float* params, const float* grads, float lr, size_t begin, size_t
       segs.push_back({lo, hi, wd});
     pos = hi;
   }
+  return segs;
+}
+
+void Sgd::step(float* params, const float* grads, float lr, size_t begin, size_t end, uint16_t* params_bf16) {
+  const std::vector<Backend::SgdSegment> segs = segments(begin, end);
   backend_.sgd_update_segments(params, grads, mom_.get(), segs.data(), segs.size(), lr, o_.momentum, params_bf16);
+}
+
+void Sgd::step_into(const float* params_in, const float* mom_in, float* params_out, float* mom_out,
+                    const float* grads, float lr, size_t begin, size_t end) {
+  DT_CHECK(mom_in != nullptr && mom_out != nullptr, "SGD out of place without momentum arenas");
+  const std::vector<Backend::SgdSegment> segs = segments(begin, end);
+  backend_.sgd_update_segments_into(params_in, mom_in, params_out, mom_out, grads, segs.data(), segs.size(), lr,
+                                    o_.momentum);
 }
 
 }  // namespace dtrain::layers

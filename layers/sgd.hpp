@@ -70,6 +70,14 @@ class Sgd {
   void step(float* params, const float* grads, float lr, size_t begin, size_t end,
             uint16_t* params_bf16 = nullptr);
   void step(float* params, const float* grads, float lr) { step(params, grads, lr, 0, count_); }
+  // The update of [begin, end) out of place, for a speculating parameter
+  // server's two generations (comm::ServeHooks::rule_into): reads params_in
+  // and mom_in, writes params_out and mom_out (whole-arena pointers, host
+  // memory; momentum_state() may be either momentum arena). Bitwise the
+  // values step() leaves in place; this Sgd's own momentum is not read unless
+  // it is passed. Throws Error on a range outside the arena.
+  void step_into(const float* params_in, const float* mom_in, float* params_out, float* mom_out,
+                 const float* grads, float lr, size_t begin, size_t end);
   // The whole arena of `net` from its gradients, with its weight mirror where
   // it keeps one (then Net::weight_mirror_written: the next forward reads it).
   void step(Net& net, float lr);
@@ -78,6 +86,9 @@ class Sgd {
   size_t count() const { return count_; }
 
  private:
+  // [begin, end) as segments of equal weight decay (SgdOptions::decay_bias_bn).
+  std::vector<Backend::SgdSegment> segments(size_t begin, size_t end) const;
+
   Backend& backend_;
   SgdOptions o_;
   std::vector<ParamRange> ranges_;

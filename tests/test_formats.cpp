@@ -5,6 +5,7 @@
 // The Net's plans (fusion, formats, bf16) are tests/test_net_plan.cpp.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -14,6 +15,7 @@
 #include "bf16_edges.hpp"
 #include "layers/cpu/onednn.hpp"
 #include "layers/cpu/reference.hpp"
+#include "layers/sgd.hpp"
 
 using namespace dtrain::layers;
 
@@ -206,6 +208,72 @@ TEST_CASE("SGD over arena segments in one pass equals the per-range update", "[f
     CHECK(pa[150005] == p0[150005]);  // the gap
   }
   set_cpu_threads(restore);
+}
+
+TEST_CASE("SGD out of place (a server's two generations) is bitwise the in-place update and reads only its inputs",
+          "[format][onednn][sgd]") {
+  auto cpu = make_cpu_backend();
+  auto ref = make_reference_backend();
+  const size_t count = 300001;
+  const std::vector<float> p0 = randn(count, 11), g = randn(count, 12), m0 = randn(count, 13);
+  std::vector<Backend::SgdSegment> segs{{3, 1000, 0.01f}, {1000, 1003, 0.0f}, {1003, 150001, 0.01f},
+                                        {150010, 300001, 0.0f}};
+  const float untouched = -7.5f;
+  const int restore = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  for (Backend* be : {cpu.get(), ref.get()}) {
+    for (int threads : {1, 2, 3}) {
+      INFO(be->name() << ", " << threads << " thread(s)");
+      set_cpu_threads(threads);
+      std::vector<float> pa = p0, ma = m0;
+      be->sgd_update_segments(pa.data(), g.data(), ma.data(), segs.data(), segs.size(), 0.1f, 0.9f);
+      const std::vector<float> pin = p0, min = m0;
+      std::vector<float> pout(count, untouched), mout(count, untouched);
+      be->sgd_update_segments_into(pin.data(), min.data(), pout.data(), mout.data(), g.data(), segs.data(),
+                                   segs.size(), 0.1f, 0.9f);
+      CHECK(pin == p0);  // the old generation stays as it was
+      CHECK(min == m0);
+      size_t wrong = 0, touched = 0;
+      for (size_t i = 0, k = 0; i < count; ++i) {
+        while (k < segs.size() && segs[k].end <= i) ++k;
+        if (k < segs.size() && i >= segs[k].begin)
+          wrong += pout[i] != pa[i] || mout[i] != ma[i];
+        else
+          touched += pout[i] != untouched || mout[i] != untouched;  // outside the segments: not written
+      }
+      CHECK(wrong == 0);
+      CHECK(touched == 0);
+      // In place through the same entry point (an input and its output the same arena).
+      std::vector<float> pc = p0, mc = m0;
+      be->sgd_update_segments_into(pc.data(), mc.data(), pc.data(), mc.data(), g.data(), segs.data(), segs.size(),
+                                   0.1f, 0.9f);
+      CHECK(pc == pa);
+      CHECK(mc == ma);
+    }
+  }
+  set_cpu_threads(restore);
+
+  // Sgd::step_into over a net's ranges (decay off for biases): bitwise Sgd::step.
+  SgdOptions o;
+  o.momentum = 0.9f;
+  o.weight_decay = 5e-4f;
+  o.decay_bias_bn = false;
+  std::vector<ParamRange> ranges{{"w1", 0, 5000, false}, {"b1", 5000, 7, true}, {"w2", 5007, 100000, false}};
+  const size_t n = 105007;
+  Sgd in_place(*cpu, o, ranges, n), out_of_place(*cpu, o, ranges, n);
+  std::vector<float> pa(p0.begin(), p0.begin() + n), pb = pa, mb(n, 0.0f), pb2(n), mb2(n);
+  const std::vector<float> gg(g.begin(), g.begin() + n);
+  for (int step = 0; step < 3; ++step) {  // the generations alternate, as on a server
+    in_place.step(pa.data(), gg.data(), 0.05f, 3, n - 11);
+    out_of_place.step_into(pb.data(), mb.data(), pb2.data(), mb2.data(), gg.data(), 0.05f, 3, n - 11);
+    std::copy_n(pb.begin(), 3, pb2.begin());  // outside [3, n − 11): not updated, as in place
+    std::copy_n(pb.end() - 11, 11, pb2.end() - 11);
+    std::swap(pb, pb2);
+    std::swap(mb, mb2);
+  }
+  CHECK(pa == pb);
+  CHECK(std::equal(mb.begin() + 3, mb.end() - 11, in_place.momentum_state() + 3));
+  CHECK_THROWS_WITH(out_of_place.step_into(pb.data(), mb.data(), pb2.data(), mb2.data(), gg.data(), 0.05f, 0, n + 1),
+                    Catch::Contains("outside the arena"));
 }
 
 TEST_CASE("SGD that writes the bf16 weight mirror: the same update, and bf16_bits of every updated parameter",

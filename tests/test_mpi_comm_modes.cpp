@@ -9,6 +9,7 @@
 #include <mpi.h>
 
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -43,6 +44,13 @@ struct Momentum {
       p[i] -= 0.05f * v[i];
     }
   }
+  // Out of place (ServeHooks::rule_into): in/out[0] parameters, [1] momentum.
+  static void into(const float* const* in, float* const* out, const float* g, size_t b, size_t e, int64_t) {
+    for (size_t i = b; i < e; ++i) {
+      out[1][i] = 0.9f * in[1][i] + g[i] + 1e-4f * in[0][i];
+      out[0][i] = in[0][i] - 0.05f * out[1][i];
+    }
+  }
 };
 
 struct Layout {
@@ -71,9 +79,18 @@ struct Run {
   size_t nan_index = 0;
 };
 
+// What a server's arenas hold when serve() has returned: its parameters and
+// momentum, and which elements it owns (ShardMap slices).
+struct ServerArenas {
+  std::vector<float> p, v;
+  std::vector<char> mine;
+};
+
 // Returns the final parameters on workers, an empty vector on servers;
-// *skipped (if given): per step, whether the step's status said skipped.
-std::vector<float> train(const Layout& l, const Run& run, int* num_workers, std::vector<char>* skipped = nullptr) {
+// *skipped (if given): per step, whether the step's status said skipped;
+// *server (if given, on servers): the server's arenas after serve().
+std::vector<float> train(const Layout& l, const Run& run, int* num_workers, std::vector<char>* skipped = nullptr,
+                         ServerArenas* server = nullptr) {
   const int r = world_rank();
   Topology topo(MPI_COMM_WORLD, {l.ps, l.rpn});
   *num_workers = topo.num_workers();
@@ -92,7 +109,15 @@ std::vector<float> train(const Layout& l, const Run& run, int* num_workers, std:
     hooks.rule = std::ref(rule);
     hooks.speculate = run.speculate;
     hooks.state = {rule.v.data()};
+    hooks.rule_into = &Momentum::into;
     ex.serve(p.data(), hooks);
+    if (server != nullptr) {
+      server->mine.assign(run.arena, 0);
+      for (const Slice& sl : ex.shard_map().slices())
+        if (sl.server == topo.server_index()) std::fill_n(server->mine.begin() + sl.begin, sl.count, 1);
+      server->p = p;
+      server->v = rule.v;
+    }
     return {};
   }
   Momentum local(run.arena);
@@ -121,9 +146,9 @@ std::vector<float> train(const Layout& l, const Run& run, int* num_workers, std:
 }
 
 // Serial SGD with momentum from param0 on the gradient sum(step, i); step
-// run.nan_step is skipped (no update, momentum unchanged).
+// run.nan_step is skipped (no update, momentum unchanged). *mom: the final momentum.
 template <class Sum>
-std::vector<float> serial_with(const Run& run, Sum sum) {
+std::vector<float> serial_with(const Run& run, Sum sum, std::vector<float>* mom = nullptr) {
   std::vector<float> p(run.arena), g(run.arena);
   for (size_t i = 0; i < run.arena; ++i) p[i] = param0(i);
   Momentum rule(run.arena);
@@ -132,6 +157,7 @@ std::vector<float> serial_with(const Run& run, Sum sum) {
     for (size_t i = 0; i < run.arena; ++i) g[i] = sum(step, i);
     rule(p.data(), g.data(), 0, run.arena, step);
   }
+  if (mom != nullptr) *mom = rule.v;
   return p;
 }
 
@@ -149,7 +175,7 @@ std::vector<float> serial(const Run& run, int workers) {
 // local-rank order (hybrid; ps: every worker is its own node), then the
 // server's ((sender 0 + sender 1) + …) in world-rank order. `per`: workers
 // per node.
-std::vector<float> serial_in_protocol_order(const Run& run, int workers, int per) {
+std::vector<float> serial_in_protocol_order(const Run& run, int workers, int per, std::vector<float>* mom = nullptr) {
   return serial_with(run, [workers, per](int64_t step, size_t i) {
     float total = 0;
     for (int leader = 0; leader < workers; leader += per) {
@@ -158,7 +184,7 @@ std::vector<float> serial_in_protocol_order(const Run& run, int workers, int per
       total = leader == 0 ? node : total + node;
     }
     return total;
-  });
+  }, mom);
 }
 
 // Every worker holds the same bits? (digest compared over the world)
@@ -335,14 +361,30 @@ TEST_CASE("ps servers' speculation: bitwise the waiting protocol, and a skipped 
         wait.seed = 9;
         int workers = 0;
         std::vector<char> sk_spec, sk_wait;
-        const std::vector<float> ps = train(l, spec, &workers, &sk_spec);
+        ServerArenas server;
+        const std::vector<float> ps = train(l, spec, &workers, &sk_spec, &server);
         const std::vector<float> pw = train(l, wait, &workers, &sk_wait);
         require_roles(l, workers, ps, pw, spec.arena);
         REQUIRE(same_on_all_workers(ps));
         bool ok = true;
+        const int per = l.mode == Mode::ps ? 1 : l.rpn > 0 ? l.rpn : workers;
+        std::vector<float> want_v;
+        const std::vector<float> want = serial_in_protocol_order(spec, workers, per, &want_v);
+        if (!is_worker(workers)) {
+          // The server's own arenas hold the final parameters and momentum of
+          // its slices when serve() returns, whichever generation held them.
+          size_t owned = 0, wrong = 0;
+          for (size_t i = 0; i < spec.arena; ++i)
+            if (server.mine[i]) {
+              ++owned;
+              wrong += server.p[i] != want[i] || server.v[i] != want_v[i];
+            }
+          INFO("server " << world_rank() << ": " << owned << " elements owned, " << wrong << " wrong");
+          CHECK(owned > 0);
+          CHECK(wrong == 0);
+          ok = owned > 0 && wrong == 0;
+        }
         if (is_worker(workers)) {
-          const int per = l.mode == Mode::ps ? 1 : l.rpn > 0 ? l.rpn : workers;
-          const std::vector<float> want = serial_in_protocol_order(spec, workers, per);
           CHECK(ps == want);
           CHECK(pw == want);
           ok = ps == want && pw == want;

@@ -200,6 +200,12 @@ std::vector<float> run(const Layout& l, const std::string& device, size_t* hook_
         p[i] -= 0.05f * mom[i];
       }
     };
+    hooks.rule_into = [](const float* const* in, float* const* out, const float* g, size_t b, size_t e, int64_t) {
+      for (size_t i = b; i < e; ++i) {
+        out[1][i] = 0.9f * in[1][i] + g[i];
+        out[0][i] = in[0][i] - 0.05f * out[1][i];
+      }
+    };
     hooks.speculate = true;  // ps: step kNanStep is rolled back and its slices return again
     hooks.state = {mom.data()};
     ex.serve(host.data(), hooks);

@@ -341,36 +341,18 @@ class CpuBackend final : public Backend {
                            float lr, float momentum, uint16_t* param_bf16) override {
     if (mom == nullptr || n_segs == 0)
       return Backend::sgd_update_segments(param, grad, mom, segs, n_segs, lr, momentum, param_bf16);
-    std::vector<size_t> start(n_segs + 1, 0);  // prefix sums of the segments' lengths
-    for (size_t i = 0; i < n_segs; ++i) start[i + 1] = start[i] + (segs[i].end - segs[i].begin);
-    const size_t total = start[n_segs];
-#pragma omp parallel if (total >= kParallelMin)
-    {
-      const size_t nt = static_cast<size_t>(omp_get_num_threads()), t = static_cast<size_t>(omp_get_thread_num());
-      const size_t per = (total / nt + 15) / 16 * 16;  // whole cache lines per thread
-      const size_t lo = std::min(total, t * per), hi = t + 1 == nt ? total : std::min(total, lo + per);
-      size_t s = static_cast<size_t>(std::upper_bound(start.begin(), start.end(), lo) - start.begin()) - 1;
-      for (size_t at = lo; at < hi && s < n_segs; ++s) {
-        const size_t end = std::min(hi, start[s + 1]);
-        const ptrdiff_t b = static_cast<ptrdiff_t>(segs[s].begin + (at - start[s]));
-        const ptrdiff_t e = b + static_cast<ptrdiff_t>(end - at);
-        const float wd = segs[s].weight_decay;
-        if (param_bf16 == nullptr) {
-#pragma omp simd
-          for (ptrdiff_t i = b; i < e; ++i) {
-            const float g = grad[i] + wd * param[i];
-            const float m = momentum * mom[i] + g;
-            mom[i] = m;
-            param[i] -= lr * m;
-          }
-        } else if (has_avx512f()) {
-          sgd_mirror_avx512(param, grad, mom, param_bf16, b, e, lr, momentum, wd);
-        } else {
-          sgd_mirror_scalar(param, grad, mom, param_bf16, b, e, lr, momentum, wd);
-        }
-        at = end;
-      }
-    }
+    sgd_pass(param, mom, param, mom, grad, segs, n_segs, lr, momentum, param_bf16);
+  }
+  // Out of place in the same pass: reads the old values from param_in/mom_in
+  // (a cold read each, as in place) and writes only the outputs, so a
+  // speculating server keeps the old generation without copying it.
+  void sgd_update_segments_into(const float* param_in, const float* mom_in, float* param_out, float* mom_out,
+                                const float* grad, const SgdSegment* segs, size_t n_segs, float lr,
+                                float momentum) override {
+    if (mom_in == nullptr || mom_out == nullptr || n_segs == 0)
+      return Backend::sgd_update_segments_into(param_in, mom_in, param_out, mom_out, grad, segs, n_segs, lr,
+                                               momentum);
+    sgd_pass(param_in, mom_in, param_out, mom_out, grad, segs, n_segs, lr, momentum, nullptr);
   }
 
   // torch.optim.SGD: g = grad + wd·param; mom = momentum·mom + g; param −= lr·mom.
@@ -394,6 +376,45 @@ class CpuBackend final : public Backend {
   }
 
  private:
+  // The SGD pass of the two functions above: p_in/m_in and p_out/m_out are the
+  // same arenas (in place) or do not overlap; every element is read before it
+  // is written, so the two give bitwise the same values.
+  static void sgd_pass(const float* p_in, const float* m_in, float* p_out, float* m_out, const float* grad,
+                       const SgdSegment* segs, size_t n_segs, float lr, float momentum, uint16_t* param_bf16) {
+    std::vector<size_t> start(n_segs + 1, 0);  // prefix sums of the segments' lengths
+    for (size_t i = 0; i < n_segs; ++i) start[i + 1] = start[i] + (segs[i].end - segs[i].begin);
+    const size_t total = start[n_segs];
+#pragma omp parallel if (total >= kParallelMin)
+    {
+      const size_t nt = static_cast<size_t>(omp_get_num_threads()), t = static_cast<size_t>(omp_get_thread_num());
+      const size_t per = (total / nt + 15) / 16 * 16;  // whole cache lines per thread
+      const size_t lo = std::min(total, t * per), hi = t + 1 == nt ? total : std::min(total, lo + per);
+      size_t s = static_cast<size_t>(std::upper_bound(start.begin(), start.end(), lo) - start.begin()) - 1;
+      for (size_t at = lo; at < hi && s < n_segs; ++s) {
+        const size_t end = std::min(hi, start[s + 1]);
+        const ptrdiff_t b = static_cast<ptrdiff_t>(segs[s].begin + (at - start[s]));
+        const ptrdiff_t e = b + static_cast<ptrdiff_t>(end - at);
+        const float wd = segs[s].weight_decay;
+        if (param_bf16 == nullptr) {
+#pragma omp simd
+          for (ptrdiff_t i = b; i < e; ++i) {
+            const float p = p_in[i];
+            const float g = grad[i] + wd * p;
+            const float m = momentum * m_in[i] + g;
+            m_out[i] = m;
+            p_out[i] = p - lr * m;
+          }
+        } else {  // in place only (sgd_update_segments)
+          if (has_avx512f())
+            sgd_mirror_avx512(p_out, grad, m_out, param_bf16, b, e, lr, momentum, wd);
+          else
+            sgd_mirror_scalar(p_out, grad, m_out, param_bf16, b, e, lr, momentum, wd);
+        }
+        at = end;
+      }
+    }
+  }
+
   struct Relu {
     dnnl::eltwise_forward fwd;
     dnnl::eltwise_backward bwd;
