@@ -117,7 +117,9 @@ using UpdateRule = std::function<void(float* params, const float* grads, size_t 
 // in[0]/out[0] the parameters, in[1 + i]/out[1 + i] the rule's state arena
 // ServeHooks::state[i] (each out arena is the other generation of its in
 // arena: they never overlap). Whole-arena pointers, as UpdateRule's. Must
-// leave in out bitwise what UpdateRule leaves in place from the same values.
+// write every element of [begin, end) in every out arena (an element the rule
+// does not update is copied from in: out holds the generation before last),
+// bitwise what UpdateRule leaves in place from the same values.
 using UpdateIntoRule = std::function<void(const float* const* in, float* const* out, const float* grads,
                                           size_t begin, size_t end, int64_t step)>;
 
@@ -136,7 +138,8 @@ using UpdateIntoRule = std::function<void(const float* const* in, float* const* 
 // from the current one (status flag kStatusResend, ps_client.cpp) — so the
 // parameters and the state after any step are bitwise those of the
 // non-speculative protocol (docs/reliability.md). serve() leaves the current
-// values in the caller's arenas whenever it returns.
+// values in the caller's arenas whenever it returns normally (after an Error
+// they may be in its own).
 struct ServeHooks {
   UpdateRule rule;
   // Speculate (see above) when the mode is ps and clip_norm is 0; hybrid and

@@ -52,9 +52,10 @@
 //        (every sender called stop()); all −2 / −3 → return for a checkpoint
 //        (request_checkpoint); all equal s ≥ 0 → step s; anything else →
 //        Error (a sender stopped or skipped a step early)
-//     2. post every gradient receive of the step at once — sender 0's into
-//        gradsum itself, one buffer per further sender — so senders may send
-//        their slices in any order
+//     2. post the step's gradient receives in the senders' order, a window
+//        of kRecvWindowPieces pieces at a time — sender 0's into gradsum
+//        itself, one buffer per further sender (with every receive posted at
+//        once Open MPI took in the whole step before completing any piece)
 //     3. when all senders' parts of a piece of slice j are in:
 //          gradsum[piece] = ((sender 0 + sender 1) + sender 2) + …, and its
 //          Σ g² (8 lanes in a fixed order); the step's Σ g² adds the pieces'
@@ -71,8 +72,9 @@
 //     5. for each slice j, its pieces not sent yet, in order (ps_piece
 //        floats, chunked.hpp): unless skip or already updated,
 //        rule(params, gradsum·scale, piece, s) (speculating: rule_into);
-//        → every sender: the piece of params[j] (unchanged when skipped),
-//        before the next piece is updated
+//        → every sender: the piece of params[j] (unchanged when skipped;
+//        while speculating, from the next generation, or from the current one
+//        when skipped), before the next piece is updated
 //     6. → every sender: the status; wait for the step's sends; if the step
 //        was skipped after a speculative piece was sent (flag resend): →
 //        every sender: every slice's params again, in pieces; a step not

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "core/error.hpp"
@@ -109,6 +110,20 @@ void Sgd::step_into(const float* params_in, const float* mom_in, float* params_o
   const std::vector<Backend::SgdSegment> segs = segments(begin, end);
   backend_.sgd_update_segments_into(params_in, mom_in, params_out, mom_out, grads, segs.data(), segs.size(), lr,
                                     o_.momentum);
+  // Elements of [begin, end) in no parameter range are not updated; out of
+  // place they are still the other generation's, so they are copied (the
+  // caller's out arena holds every element of [begin, end) when this returns).
+  auto copy = [&](size_t lo, size_t hi) {
+    if (lo >= hi) return;
+    if (params_out != params_in) std::memcpy(params_out + lo, params_in + lo, (hi - lo) * sizeof(float));
+    if (mom_out != mom_in) std::memcpy(mom_out + lo, mom_in + lo, (hi - lo) * sizeof(float));
+  };
+  size_t pos = begin;
+  for (const auto& s : segs) {
+    copy(pos, s.begin);
+    pos = s.end;
+  }
+  copy(pos, end);
 }
 
 }  // namespace dtrain::layers

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/sum_squares.hpp"
+#include "layers/cpu/onednn.hpp"
 #include "layers/cpu/reference.hpp"
 #include "layers/sgd.hpp"
 
@@ -44,6 +45,40 @@ TEST_CASE("weight decay skips biases and BN parameters when asked", "[sgd]") {
   REQUIRE(q[0] == 1.0f);
   REQUIRE(q[1] == Approx(0.5f));
   REQUIRE(q[2] == 1.0f);
+}
+
+TEST_CASE("SGD out of place writes every element of its range, gaps between parameter ranges included", "[sgd]") {
+  // Ranges [0, 2) decayed and [4, 6) not: [2, 4) and [6, 7) belong to no
+  // range, so the update leaves them alone; out of place they must still be
+  // the input generation's values, not whatever the out arena held.
+  for (auto make : {make_reference_backend, make_cpu_backend}) {
+    auto be = make();
+    std::vector<ParamRange> ranges{{"w", 0, 2, false}, {"b", 4, 2, true}};
+    Sgd sgd(*be, {0.9f, 0.1f, /*decay_bias_bn=*/false}, ranges, 7);
+    std::vector<float> p_in{1, 2, 3, 4, 5, 6, 7}, m_in{0.5f, 0.25f, -1, -2, 0.125f, 1, -3};
+    std::vector<float> g{0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f, 0.7f};
+    std::vector<float> p_out(7, -99.0f), m_out(7, -99.0f);
+    sgd.step_into(p_in.data(), m_in.data(), p_out.data(), m_out.data(), g.data(), 0.5f, 0, 7);
+    // In place from the same values (this Sgd's own momentum set to m_in).
+    std::vector<float> p = p_in;
+    std::copy(m_in.begin(), m_in.end(), sgd.momentum_state());
+    sgd.step(p.data(), g.data(), 0.5f);
+    for (size_t i = 0; i < 7; ++i) {
+      INFO("element " << i);
+      CHECK(p_out[i] == p[i]);
+      CHECK(m_out[i] == sgd.momentum_state()[i]);
+    }
+    CHECK(p_out[2] == 3.0f);  // a gap: the input's value
+    CHECK(m_out[6] == -3.0f);
+    CHECK(p_out[0] != 1.0f);  // updated
+    // A sub-range starting and ending in gaps leaves the rest of out alone.
+    std::vector<float> q_out(7, -99.0f), n_out(7, -99.0f);
+    sgd.step_into(p_in.data(), m_in.data(), q_out.data(), n_out.data(), g.data(), 0.5f, 3, 7);
+    CHECK(q_out[2] == -99.0f);
+    CHECK(q_out[3] == 4.0f);
+    CHECK(q_out[4] == p_out[4]);
+    CHECK(n_out[6] == -3.0f);
+  }
 }
 
 TEST_CASE("learning-rate schedules", "[sgd]") {
