@@ -58,7 +58,7 @@
 //        once Open MPI took in the whole step before completing any piece)
 //     3. when all senders' parts of a piece of slice j are in:
 //          gradsum[piece] = ((sender 0 + sender 1) + sender 2) + …, and its
-//          Σ g² (8 lanes in a fixed order); the step's Σ g² adds the pieces'
+//          Σ g² (32 lanes in a fixed order); the step's Σ g² adds the pieces'
 //          in slice and piece order, whatever order they arrived in.
 //          Speculating (ps mode, no clipping; exchange.hpp ServeHooks), while
 //          every piece so far is finite: rule_into(the current generation

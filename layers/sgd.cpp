@@ -49,12 +49,11 @@ float linear_scaled_lr(float base_lr, int base_batch, int global_batch) {
 }
 
 double sum_of_squares(const float* x, size_t n) {
-  // kGroups contiguous groups (a multiple of 8 floats each, so every group's
-  // lanes hold the same elements as one pass would), summed on all threads,
-  // then added in group order: the same bits for any thread count, and no
+  // kGroups contiguous groups (whole rounds of kSumSquaresLanes floats each),
+  // summed on all threads, then added in group order: the same bits for any thread count, and no
   // allocation on the training step's path.
   constexpr ptrdiff_t kGroups = 256;
-  const size_t group = ((n + kGroups - 1) / kGroups + 7) / 8 * 8;
+  const size_t group = ((n + kGroups - 1) / kGroups + kSumSquaresLanes - 1) / kSumSquaresLanes * kSumSquaresLanes;
   double part[kGroups] = {};
 #pragma omp parallel for schedule(static) if (n >= (size_t{1} << 16))
   for (ptrdiff_t g = 0; g < kGroups; ++g) {

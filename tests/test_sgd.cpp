@@ -175,26 +175,43 @@ TEST_CASE("sum_of_squares: the double sum, the same bits at every thread count, 
   CHECK_FALSE(std::isfinite(sum_of_squares(x.data(), n)));
 }
 
-TEST_CASE("core sum_squares: 8 lanes in a fixed order, add_and_sum_squares adds, then sums the result", "[sgd]") {
-  const size_t n = 1003;  // 125 full rounds of 8 lanes and a ragged end
-  std::vector<float> g(n), other(n);
-  for (size_t i = 0; i < n; ++i) {
-    g[i] = std::cos(0.11f * static_cast<float>(i)) * 3.0f;
-    other[i] = std::sin(0.29f * static_cast<float>(i)) - 0.25f;
-  }
-  // The plain reference: lane i mod 8 in double, lanes added in order.
+TEST_CASE("core sum_squares: 32 lanes in a fixed order, add_and_sum_squares adds then sums the result, "
+          "the vector and portable loops give the same bits", "[sgd]") {
+  REQUIRE(dtrain::kSumSquaresLanes == 32);
+  // The plain reference: lane i mod 32 in double, lanes added in order.
   auto reference = [](const std::vector<float>& v) {
-    double lane[8] = {};
-    for (size_t i = 0; i < v.size(); ++i) lane[i % 8] += static_cast<double>(v[i]) * v[i];
+    double lane[32] = {};
+    for (size_t i = 0; i < v.size(); ++i) lane[i % 32] += static_cast<double>(v[i]) * v[i];
     double q = 0;
     for (double l : lane) q += l;
     return q;
   };
-  CHECK(dtrain::sum_squares(g.data(), n) == reference(g));  // bitwise
-  std::vector<float> sum(n);
-  for (size_t i = 0; i < n; ++i) sum[i] = g[i] + other[i];
-  const double q = dtrain::add_and_sum_squares(g.data(), other.data(), n);
-  CHECK(g == sum);
-  CHECK(q == reference(sum));
-  CHECK(dtrain::sum_squares(g.data(), 0) == 0.0);
+  // Sizes around whole rounds of the lanes, and 31 rounds with a ragged end.
+  for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{31}, size_t{32}, size_t{33}, size_t{64}, size_t{1003}}) {
+    CAPTURE(n);
+    std::vector<float> g(n), other(n);
+    for (size_t i = 0; i < n; ++i) {  // magnitudes over many binades: a changed order changes the bits
+      g[i] = std::cos(0.11f * static_cast<float>(i)) * std::exp2(static_cast<float>(i % 23) - 11.0f);
+      other[i] = std::sin(0.29f * static_cast<float>(i)) - 0.25f;
+    }
+    CHECK(dtrain::sum_squares(g.data(), n) == reference(g));  // bitwise
+    CHECK(dtrain::detail::sum_squares_portable(g.data(), n) == reference(g));
+    std::vector<float> sum(n);
+    for (size_t i = 0; i < n; ++i) sum[i] = g[i] + other[i];
+    std::vector<float> g2 = g;
+    const double q = dtrain::add_and_sum_squares(g.data(), other.data(), n);
+    CHECK(g == sum);
+    CHECK(q == reference(sum));
+    const double q2 = dtrain::detail::add_and_sum_squares_portable(g2.data(), other.data(), n);
+    CHECK(g2 == sum);
+    CHECK(q2 == reference(sum));
+    // A non-finite element anywhere (vector rounds or the ragged end) makes the sum non-finite.
+    for (size_t at : {size_t{0}, n / 2, n - 1})
+      if (at < n) {
+        std::vector<float> bad = sum;
+        bad[at] = at % 2 ? std::numeric_limits<float>::infinity() : std::numeric_limits<float>::quiet_NaN();
+        CHECK_FALSE(std::isfinite(dtrain::sum_squares(bad.data(), n)));
+        CHECK_FALSE(std::isfinite(dtrain::detail::sum_squares_portable(bad.data(), n)));
+      }
+  }
 }
