@@ -1,6 +1,11 @@
 // core/sum_squares.cpp — see sum_squares.hpp.
 #include "core/sum_squares.hpp"
 
+// The fixed order is the point: reassociation would change the bits.
+#ifdef __FAST_MATH__
+#error "core/sum_squares.cpp must not be compiled with -ffast-math (its fixed order of addition would be reassociated)"
+#endif
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define DT_SUMSQ_X86 1

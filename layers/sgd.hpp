@@ -47,9 +47,9 @@ float linear_scaled_lr(float base_lr, int base_batch, int global_batch);
 
 // Σ x[i]² over n floats of host memory, in double: the gradient norm's square
 // for the non-finite check and clipping (non-finite when any x[i] is). 256
-// contiguous groups, each in core/sum_squares.hpp's fixed 8-lane order, added
-// in group order: the same bits for any thread count, and the pass runs at
-// memory speed on all the threads (set_cpu_threads).
+// contiguous groups, each in core/sum_squares.hpp's fixed order of 32 lanes,
+// added in group order: the same bits for any thread count, and the pass runs
+// at memory speed on all the threads (set_cpu_threads).
 double sum_of_squares(const float* x, size_t n);
 
 struct SgdOptions {

@@ -212,6 +212,9 @@ TEST_CASE("core sum_squares: 32 lanes in a fixed order, add_and_sum_squares adds
         bad[at] = at % 2 ? std::numeric_limits<float>::infinity() : std::numeric_limits<float>::quiet_NaN();
         CHECK_FALSE(std::isfinite(dtrain::sum_squares(bad.data(), n)));
         CHECK_FALSE(std::isfinite(dtrain::detail::sum_squares_portable(bad.data(), n)));
+        std::vector<float> a = bad, b = bad;  // the ps server's path: the addend holds it
+        CHECK_FALSE(std::isfinite(dtrain::add_and_sum_squares(a.data(), bad.data(), n)));
+        CHECK_FALSE(std::isfinite(dtrain::detail::add_and_sum_squares_portable(b.data(), bad.data(), n)));
       }
   }
 }
