@@ -14,23 +14,33 @@
 namespace dtrain {
 namespace {
 
+// Element e into `lane` (after adding other's element to g[e] when Add).
+template <bool Add>
+inline void add_square(double& lane, float* __restrict g, const float* __restrict x, size_t e) {
+  float v = x[e];
+  if constexpr (Add) g[e] = v = g[e] + v;
+  lane += static_cast<double>(v) * v;
+}
+
+// The ragged end [e, n) (e a multiple of the lanes) into lanes 0, 1, …, then
+// the lanes added in order: shared by both loops.
+template <bool Add>
+double finish(double (&lane)[kSumSquaresLanes], float* __restrict g, const float* __restrict x, size_t e, size_t n) {
+  for (size_t l = 0; e < n; ++e, ++l) add_square<Add>(lane[l], g, x, e);
+  double q = 0;
+  for (double v : lane) q += v;
+  return q;
+}
+
 // The definition (sum_squares.hpp): element e to lane e mod kSumSquaresLanes,
 // each lane in double, the lanes added in order.
 template <bool Add>
 double lanes_portable(float* __restrict g, const float* __restrict x, size_t n) {
   double lane[kSumSquaresLanes] = {};
-  auto at = [&](size_t e, size_t l) {
-    float v = x[e];
-    if constexpr (Add) g[e] = v = g[e] + v;
-    lane[l] += static_cast<double>(v) * v;
-  };
   size_t e = 0;
   for (; e + kSumSquaresLanes <= n; e += kSumSquaresLanes)
-    for (size_t l = 0; l < kSumSquaresLanes; ++l) at(e + l, l);
-  for (size_t l = 0; e < n; ++e, ++l) at(e, l);
-  double q = 0;
-  for (double v : lane) q += v;
-  return q;
+    for (size_t l = 0; l < kSumSquaresLanes; ++l) add_square<Add>(lane[l], g, x, e + l);
+  return finish<Add>(lane, g, x, e, n);
 }
 
 #ifdef DT_SUMSQ_X86
@@ -59,14 +69,7 @@ __attribute__((target("avx2,fma"))) double lanes_avx2(float* __restrict g, const
     }
   double lane[kSumSquaresLanes];
   for (int k = 0; k < 8; ++k) _mm256_storeu_pd(lane + 4 * k, acc[k]);
-  for (size_t l = 0; e < n; ++e, ++l) {
-    float v = x[e];
-    if constexpr (Add) g[e] = v = g[e] + v;
-    lane[l] += static_cast<double>(v) * v;
-  }
-  double q = 0;
-  for (double v : lane) q += v;
-  return q;
+  return finish<Add>(lane, g, x, e, n);
 }
 
 bool use_avx2() {

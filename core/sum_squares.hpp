@@ -10,10 +10,11 @@
 // times a float is exact in double (24 + 24 significant bits < 53), so each
 // lane's sum rounds the same whether the product and the add are fused or
 // vectorised. On x86-64 with AVX2 and FMA the lanes live in 8 registers
-// (sum_squares.cpp: ~60 GB/s from L1/L2 on one AMD EPYC core of our machines,
-// against ~22 GB/s for the compiler's vectorisation of the 8 lanes this had
-// before, 2 add chains: a ps server's check of a 4 MiB step took 190 µs); elsewhere the
-// portable loop. Neither throws.
+// (sum_squares.cpp), elsewhere the portable loop. In a scratch benchmark on
+// one AMD EPYC core, 256 KiB in L2: ~61 GB/s, against ~22 GB/s for the
+// compiler's vectorisation of the 8 lanes this had before (2 add chains); a
+// ps server's check of a 4 MiB step took 0.17–0.38 ms then (bench/README.md).
+// Neither throws.
 #pragma once
 
 #include <cstddef>

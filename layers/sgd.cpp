@@ -50,10 +50,11 @@ float linear_scaled_lr(float base_lr, int base_batch, int global_batch) {
 
 double sum_of_squares(const float* x, size_t n) {
   // kGroups contiguous groups (whole rounds of kSumSquaresLanes floats each),
-  // summed on all threads, then added in group order: the same bits for any thread count, and no
-  // allocation on the training step's path.
+  // summed on all threads, then added in group order: the same bits for any
+  // thread count, and no allocation on the training step's path.
   constexpr ptrdiff_t kGroups = 256;
-  const size_t group = ((n + kGroups - 1) / kGroups + kSumSquaresLanes - 1) / kSumSquaresLanes * kSumSquaresLanes;
+  constexpr size_t kL = kSumSquaresLanes;
+  const size_t group = ((n + kGroups - 1) / kGroups + kL - 1) / kL * kL;
   double part[kGroups] = {};
 #pragma omp parallel for schedule(static) if (n >= (size_t{1} << 16))
   for (ptrdiff_t g = 0; g < kGroups; ++g) {
