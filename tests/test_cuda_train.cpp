@@ -96,13 +96,18 @@ void compare_train(const std::string& model, int steps, int minibatch, double to
   c.dropout = 0.0f;
   c.device = engine::Device::cpu_staged;
   c.reference_kernels = true;
-  c.save_params = scratch(model + "-ref.h5");
+  // One pair of files per case: the fp32 and bf16 cases of a model run in one
+  // process (the first run on a GPU found the bf16 case refusing to overwrite
+  // the fp32 case's reference file).
+  const std::string tag = model + "-" + precision_name(precision);
+  const std::string ref_params = scratch(tag + "-ref.h5");
+  c.save_params = ref_params;
   const engine::TrainResult ref = engine::train(c, MPI_COMM_SELF);
   c.device = engine::Device::cuda;
   c.reference_kernels = false;
   c.workspace_mb = 64;
   c.precision = precision;
-  c.save_params = scratch(model + "-cuda.h5");
+  c.save_params = scratch(tag + "-cuda.h5");
   const engine::TrainResult gpu = engine::train(c, MPI_COMM_SELF);
   CHECK(gpu.steps == steps);
   CHECK(std::isfinite(gpu.last_loss));
@@ -115,7 +120,7 @@ void compare_train(const std::string& model, int steps, int minibatch, double to
     CHECK(std::fabs(gpu.test_loss - ref.test_loss) <= 1e-3 * std::fabs(ref.test_loss));
   }
   const Vec pg = io::load_float_array(c.save_params, "params");
-  const Vec pr = io::load_float_array(scratch(model + "-ref.h5"), "params");
+  const Vec pr = io::load_float_array(ref_params, "params");
   if (precision == DType::f32) {
     INFO(model << ": parameters, relative L2 " << rel_l2(pg, pr));
     CHECK(rel_l2(pg, pr) <= tol);
@@ -138,7 +143,7 @@ void compare_train(const std::string& model, int steps, int minibatch, double to
     INFO(model << " " << precision_name(precision) << ": parameter updates, relative L2 " << rel_l2(ug, ur));
     CHECK(rel_l2(ug, ur) <= tol);
   }
-  const Vec bg = io::load_float_array(c.save_params, "buffers"), br = io::load_float_array(scratch(model + "-ref.h5"), "buffers");
+  const Vec bg = io::load_float_array(c.save_params, "buffers"), br = io::load_float_array(ref_params, "buffers");
   REQUIRE(!br.empty() == batch_norm);
   REQUIRE(bg.size() == br.size());
   if (batch_norm) {
