@@ -56,7 +56,7 @@ int cmd_bench_compute(const std::vector<std::string>& args) {
   std::string model = "lenet5", precision = "fp32", backend_name = "cpu", json;
   int minibatch = 64, threads = 1, steps = 10, warmup = 2;
   bool profile = false, show_plan = false, no_peak = false, no_fuse = false, plain = false, peak_only = false,
-       no_mirror = false;
+       no_mirror = false, channels_last = false;
   po::options_description desc(
       "dtrain bench compute --model M [--minibatch B] [--threads T] [--precision fp32|bf16] [--steps S]");
   desc.add_options()("help,h", "this help")("model", po::value(&model)->default_value(model), layers::model_list_text().c_str())(
@@ -70,6 +70,8 @@ int cmd_bench_compute(const std::vector<std::string>& args) {
       "plan", po::bool_switch(&show_plan), "the Net's execution plan (formats, fusions, conversions)")(
       "no-fuse", po::bool_switch(&no_fuse), "run every ReLU as a layer of its own (for comparison)")(
       "plain", po::bool_switch(&plain), "keep activations in plain NCHW between layers (for comparison)")(
+      "channels-last", po::bool_switch(&channels_last),
+      "convolutions prefer nhwc where a JIT kernel takes it (for comparison; oneDNN picks it itself where fastest)")(
       "no-weight-mirror", po::bool_switch(&no_mirror),
       "bf16: convert the f32 weights in each forward instead of reading the bf16 copy the SGD pass writes (for comparison)")(
       "no-peak", po::bool_switch(&no_peak), "skip the GEMM peak measurement")(
@@ -84,6 +86,7 @@ int cmd_bench_compute(const std::vector<std::string>& args) {
                                      std::tuple{"steps", steps, 1}, std::tuple{"warmup", warmup, 0}})
     if (value < least) DT_USAGE("dtrain bench compute: option '", name, "' = ", value, ": must be >= ", least);
   if (peak_only && no_peak) DT_USAGE("dtrain bench compute: options 'peak-only' and 'no-peak' exclude each other");
+  if (plain && channels_last) DT_USAGE("dtrain bench compute: options 'plain' and 'channels-last' exclude each other");
   // The JSON file is opened before any work, so a path that cannot be written is
   // refused at once, not after the run; every record is checked when written.
   std::ofstream json_out;
@@ -118,6 +121,7 @@ int cmd_bench_compute(const std::vector<std::string>& args) {
   no.precision = prec;
   no.fuse = !no_fuse;
   no.any_format = !plain;
+  no.channels_last = channels_last;
   no.weight_mirror = !no_mirror;
   net.finalize(*backend, 1, no);
   layers::Sgd sgd(*backend, layers::SgdOptions{}, net.param_ranges(), net.num_params());
@@ -161,7 +165,7 @@ int cmd_bench_compute(const std::vector<std::string>& args) {
 
   std::printf("dtrain bench compute: model %s, minibatch %d, %d thread(s), %s, backend %s%s%s%s\n", model.c_str(),
               minibatch, threads, layers::precision_name(prec), backend->name().c_str(), no_fuse ? ", no fusion" : "",
-              plain ? ", plain formats" : "",
+              plain ? ", plain formats" : channels_last ? ", channels last" : "",
               prec == layers::DType::bf16 && !net.keeps_weight_mirror() ? ", no weight mirror" : "");
   std::printf("step %.2f ms (median of %d; %.2f … %.2f), %.2f images/s, %.2f GFLOP per step (3 × forward), %.1f GFLOP/s",
               med * 1e3, steps, sorted.front() * 1e3, sorted.back() * 1e3, minibatch / med, train_flops / 1e9, gflops);
@@ -191,7 +195,7 @@ int cmd_bench_compute(const std::vector<std::string>& args) {
                         {"threads", threads},      {"precision", precision},    {"backend", backend->name()},
                         {"step_ms", med * 1e3},    {"images_per_s", minibatch / med},
                         {"train_gflop", train_flops / 1e9}, {"gflops", gflops}, {"gemm_peak_gflops", peak},
-                        {"sgd_ms", sgd_s / steps * 1e3}, {"fuse", !no_fuse}, {"any_format", !plain},
+                        {"sgd_ms", sgd_s / steps * 1e3}, {"fuse", !no_fuse}, {"any_format", !plain}, {"channels_last", channels_last},
                         {"weight_mirror", net.keeps_weight_mirror()}};
     write_json(j);
   }

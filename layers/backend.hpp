@@ -48,6 +48,7 @@ struct KernelExec {
   Format src;                    // the format x arrives in (a hint: the kernel may read another)
   DType precision = DType::f32;  // element type of its activations and weight copies
   bool any_format = false;       // it may choose blocked formats for x and y
+  bool channels_last = false;    // with any_format: prefer nhwc where a direct (JIT) kernel takes it
   bool relu = false;             // y = max(op(x), 0); backward then takes dy of that output
                                  // already masked by y > 0 unless masks_relu_grad()
   bool float_out = false;        // write y as float32 where it can (the net's output)

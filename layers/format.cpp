@@ -19,13 +19,13 @@ DType parse_precision(const std::string& s) {
 }
 
 size_t Format::elements(const Shape& s) const {
-  if (cblock <= 1) return static_cast<size_t>(s.numel());
+  if (cblock == 1 || cblock == 0) return static_cast<size_t>(s.numel());  // nchw, nhwc: no padding
   const int64_t cpad = (s.c() + cblock - 1) / cblock * cblock;
   return static_cast<size_t>(s.n() * cpad * s.h() * s.w());
 }
 
 std::string Format::str() const {
-  std::string layout = cblock <= 1 ? "nchw" : "nChw" + std::to_string(cblock) + "c";
+  std::string layout = cblock == 1 ? "nchw" : cblock == 0 ? "nhwc" : "nChw" + std::to_string(cblock) + "c";
   return std::string(dtype_name(dtype)) + " " + layout;
 }
 

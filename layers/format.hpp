@@ -15,6 +15,11 @@
 //             channels from C up to the next multiple of b exist and are zero
 //             (oneDNN's nChw16c / nChw8c; the layouts its direct convolutions
 //             read and write without reordering)
+//   nhwc      channels last (cblock = 0): [N, H, W, C], channel c of pixel
+//             (h, w) at ((n·H + h)·W + w)·C + c — one block of all C channels,
+//             no padding (oneDNN's acdb; what its AMX convolutions read and
+//             write: on a Xeon with AMX oneDNN 2.6 picks it for bf16, and its
+//             kernels for nChw16c there are the slower AVX512-BF16 ones)
 // A Tensor carries its Format (tensor.hpp); a Net lets each kernel choose the
 // formats it reads and writes, and converts only where a producer and a
 // consumer disagree (net.hpp).
@@ -48,16 +53,18 @@ const char* precision_name(DType t);  // "fp32", "bf16"
 
 struct Format {
   DType dtype = DType::f32;
-  int cblock = 1;  // 1: plain NCHW; 8 or 16: NCHW{cblock}c
+  int cblock = 1;  // 1: plain NCHW; 8 or 16: NCHW{cblock}c; 0: NHWC
 
   static Format plain(DType t = DType::f32) { return Format{t, 1}; }
   static Format blocked(int b, DType t = DType::f32) { return Format{t, b}; }
+  static Format nhwc(DType t = DType::f32) { return Format{t, 0}; }
   bool is_plain() const { return cblock == 1; }
+  bool is_nhwc() const { return cblock == 0; }
   bool is_plain_f32() const { return cblock == 1 && dtype == DType::f32; }
   // Stored elements and bytes of a tensor of shape s, the padding channels included.
   size_t elements(const Shape& s) const;
   size_t bytes(const Shape& s) const { return elements(s) * dtype_size(dtype); }
-  std::string str() const;  // "f32 nchw", "bf16 nChw16c"
+  std::string str() const;  // "f32 nchw", "bf16 nChw16c", "bf16 nhwc"
   bool operator==(const Format& o) const { return dtype == o.dtype && cblock == o.cblock; }
   bool operator!=(const Format& o) const { return !(*this == o); }
 };

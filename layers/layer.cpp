@@ -28,6 +28,7 @@ KernelExec Layer::exec_of(const PlanIn& p) {
   e.src = p.inputs.empty() ? Format{} : p.inputs[0];
   e.precision = p.precision;
   e.any_format = p.any_format;
+  e.channels_last = p.channels_last;
   e.relu = p.relu;
   e.float_out = p.float_out;
   return e;

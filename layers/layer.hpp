@@ -44,6 +44,7 @@ struct PlanIn {
   std::vector<Format> inputs;    // the formats its inputs are stored in
   DType precision = DType::f32;  // the net's compute precision
   bool any_format = false;       // the backend's kernels may choose blocked formats
+  bool channels_last = false;    // NetOptions::channels_last
   bool relu = false;             // apply the ReLU that follows (asked only when fuses_relu())
   bool float_out = false;        // the net's output: write float32 if the layer can
 };

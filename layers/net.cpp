@@ -204,6 +204,7 @@ void Net::plan(int64_t n) {
     for (int j : node.inputs) in.inputs.push_back(fmt[j]);
     in.precision = opts_.precision;
     in.any_format = any;
+    in.channels_last = any && opts_.channels_last;
     in.relu = relu_fused_[i];
     in.float_out = static_cast<int>(i) == writer;
     const PlanOut out = node.layer->plan(in);

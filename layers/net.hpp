@@ -49,6 +49,9 @@ struct NetOptions {
   DType precision = DType::f32;  // activations and weight copies (bf16: mixed precision)
   bool fuse = true;              // fuse ReLUs where the backend can (Backend::fuses_relu)
   bool any_format = true;        // let kernels choose blocked formats where the backend can
+  bool channels_last = false;    // with any_format: convolutions prefer nhwc where a JIT kernel
+                                 // takes it (oneDNN picks nhwc itself where that is fastest, e.g.
+                                 // bf16 on AMX; this asks for it elsewhere: tests, comparisons)
   bool weight_mirror = true;     // bf16: keep the weight mirror where the backend reads it (weight_mirror())
 };
 

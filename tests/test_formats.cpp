@@ -45,8 +45,8 @@ std::vector<float> plain_values(Backend& be, const Tensor& t) {
   return v;
 }
 
-const Format kFormats[] = {Format::plain(), Format::blocked(16), Format::blocked(8), Format::plain(DType::bf16),
-                           Format::blocked(16, DType::bf16)};
+const Format kFormats[] = {Format::plain(),         Format::blocked(16), Format::blocked(8), Format::nhwc(),
+                           Format::plain(DType::bf16), Format::blocked(16, DType::bf16), Format::nhwc(DType::bf16)};
 
 }  // namespace
 
@@ -59,6 +59,10 @@ TEST_CASE("Format sizes count the padding channels", "[format]") {
   CHECK(Format::blocked(16).elements(Shape(1, 32, 1, 1)) == 32);
   CHECK(Format::blocked(16, DType::bf16).str() == "bf16 nChw16c");
   CHECK(Format::plain().str() == "f32 nchw");
+  CHECK(Format::nhwc().elements(s) == 120);  // channels last: no padding
+  CHECK(Format::nhwc(DType::bf16).bytes(s) == 240);
+  CHECK(Format::nhwc(DType::bf16).str() == "bf16 nhwc");
+  CHECK(Format::nhwc() != Format::plain());
   CHECK(parse_precision("bf16") == DType::bf16);
   CHECK(parse_precision("fp32") == DType::f32);
   CHECK_THROWS_WITH(parse_precision("fp16"), Catch::Contains("option 'precision'"));
@@ -102,7 +106,16 @@ TEST_CASE("cpu backend converts between every pair of formats", "[format][onednn
         const bool bf16 = a.dtype == DType::bf16 || b.dtype == DType::bf16;
         INFO(s.str() << " " << a.str() << " → " << b.str());
         for (size_t i = 0; i < v.size(); ++i) REQUIRE(back[i] == (bf16 ? round_bf16(v[i]) : v[i]));
-        if (!b.is_plain()) {  // the padding channels are zero
+        if (b.is_nhwc()) {  // channel c of pixel p at p·C + c
+          const int64_t pix = s.h() * s.w();
+          for (int64_t i = 0; i < s.numel(); ++i) {
+            const int64_t n = i / (s.c() * pix), c = i / pix % s.c(), p = i % pix;
+            const size_t at = static_cast<size_t>((n * pix + p) * s.c() + c);
+            const float x = b.dtype == DType::f32 ? tb.data()[at]
+                                                   : from_bf16(static_cast<const uint16_t*>(tb.raw())[at]);
+            REQUIRE(x == (bf16 ? round_bf16(v[static_cast<size_t>(i)]) : v[static_cast<size_t>(i)]));
+          }
+        } else if (!b.is_plain()) {  // the padding channels are zero
           const int64_t cb = b.cblock, blocks = (s.c() + cb - 1) / cb, pix = s.h() * s.w();
           for (int64_t n = 0; n < s.n(); ++n)
             for (int64_t c = s.c(); c < blocks * cb; ++c)
@@ -179,7 +192,7 @@ TEST_CASE("cpu backend elementwise functions in every format equal the plain f32
       CHECK_THROWS_WITH(be->dropout(ta, ty, mask.data(), 0.3f, 77), Catch::Contains("plain"));
     }
   }
-  CHECK(ran >= 3);  // the three f32 formats at least
+  CHECK(ran >= 4);  // the four f32 formats at least
   // Operands of different formats are refused, naming the function.
   Tensor p = make(*be, keep, s, Format::plain(), &a), q = make(*be, keep, s, Format::blocked(16));
   CHECK_THROWS_WITH(be->relu(p, q), Catch::Contains("relu"));

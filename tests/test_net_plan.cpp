@@ -1,7 +1,7 @@
 // tests/test_net_plan.cpp — the Net's execution plan on the "cpu" backend
 // (layers/net.hpp): which ReLUs are fused, which activations stay blocked,
-// where it converts; every plan (fused or not, blocked or plain, f32 or bf16)
-// against the reference backend's plain float32 on the same net.
+// where it converts; every plan (fused or not, blocked, plain or channels
+// last, f32 or bf16) against the reference backend's plain float32 on the same net.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -103,8 +103,9 @@ TEST_CASE("every cpu plan of a net equals the reference's plain f32", "[net][pla
   for (const Case& c : {Case{"small_dag", 4}, Case{"lenet5", 8}, Case{"resnet20", 4}}) {
     auto build = [&] { return std::string(c.name) == "small_dag" ? dtrain::test::small_dag(c.n, 0.5f) : model(c.name, c.n); };
     for (bool fuse : {true, false})
-      for (bool blocked : {true, false}) {
-        INFO(c.name << (fuse ? " fused" : " unfused") << (blocked ? " blocked" : " plain"));
+      for (const char* layout : {"blocked", "plain", "channels last"}) {
+        const bool blocked = std::string(layout) != "plain", nhwc = std::string(layout) == "channels last";
+        INFO(c.name << (fuse ? " fused" : " unfused") << " " << layout);
         Net r = build();
         r.finalize(*ref, 7);
         const Tensor x = random_input(r.input_shape(), 9);
@@ -115,8 +116,14 @@ TEST_CASE("every cpu plan of a net equals the reference's plain f32", "[net][pla
         NetOptions o;
         o.fuse = fuse;
         o.any_format = blocked;
+        o.channels_last = nhwc;
         net.finalize(*cpu, 7, o);
         const Result got = run(net, *cpu, x, labels);
+        if (nhwc && std::string(c.name) != "small_dag") {  // the nets' convolutions take nhwc (a JIT kernel reads it)
+          int in_nhwc = 0;
+          for (const auto& p : net.node_plans()) in_nhwc += p.format.is_nhwc();
+          CHECK(in_nhwc >= 2);
+        }
         CHECK(got.loss == Approx(want.loss).epsilon(1e-4));
         CHECK(rel_l2(want.grads.data(), got.grads.data(), want.grads.size()) < 1e-4);
         CHECK(rel_l2(want.buffers.data(), got.buffers.data(), want.buffers.size()) < 1e-5);
@@ -147,14 +154,17 @@ TEST_CASE("a bf16 net stays within bf16 accuracy of the reference's f32", "[net]
     const char* name;
     double max_rel_l2, min_cosine;
   };
+  // Also with nhwc asked for (the layout oneDNN picks for bf16 on AMX).
+  for (bool nhwc : {false, true})
   for (const Case& c : {Case{"smooth_dag", 2e-2, 0.999}, Case{"lenet5", 0.1, 0.99}, Case{"resnet20", 0.4, 0.9}}) {
-    INFO(c.name);
+    INFO(c.name << (nhwc ? " channels last" : ""));
     const bool dag = std::string(c.name) == "smooth_dag";
     Net r = dag ? dtrain::test::small_dag(8, 0.0f, true) : model(c.name, 8);
     Net b = dag ? dtrain::test::small_dag(8, 0.0f, true) : model(c.name, 8);
     r.finalize(*ref, 3);
     NetOptions o;
     o.precision = DType::bf16;
+    o.channels_last = nhwc;
     b.finalize(*cpu, 3, o);
     const Tensor x = random_input(r.input_shape(), 4);
     std::vector<int32_t> labels{0, 1, 2, 3, 4, 0, 1, 2};

@@ -9,10 +9,13 @@
 //
 // Activations, two modes (KernelExec::any_format):
 // - chosen (any_format): the kernel reads x and writes y in the formats its
-//   forward primitive picks (nChw16c on AVX-512; the first layer reads nchw),
-//   and keeps the producer's format instead when the same implementation
-//   takes it; dx and dy are in the same formats. No activation is reordered
-//   here: the Net converts where producer and consumer disagree.
+//   forward primitive picks (nChw16c on AVX-512; nhwc for bf16 on AMX, where
+//   oneDNN 2.6's kernels for nChw16c are the slower AVX512-BF16 ones; the
+//   first layer reads nchw), and keeps the producer's format instead when the
+//   same implementation takes it; with KernelExec::channels_last, nhwc first
+//   where a direct kernel takes it; dx and dy are in the same formats. No
+//   activation is reordered here: the Net converts where producer and
+//   consumer disagree.
 // - plain (the default): x, y are plain NCHW; each direction runs either on
 //   the plain layouts (oneDNN's gemm kernel) or on blocked ones with reorders
 //   into buffers allocated once. The choice per direction, from micro-timings
@@ -182,6 +185,13 @@ class ConvOneDnn final : public ConvKernel {
   // the producer's format for x when the same implementation takes it.
   dnnl::convolution_forward::primitive_desc choose_forward(const KernelExec& e) const {
     const dt t = dtype_of(prec_);
+    if (e.channels_last) {  // nhwc asked for (NetOptions::channels_last): where a direct kernel takes it
+      try {
+        auto pn = fwd_pd(act_md(src_dims_, Format::nhwc(prec_)), wei(true), act_md(dst_dims_, Format::nhwc(prec_)));
+        if (direct(pn.impl_info_str())) return pn;
+      } catch (const dnnl::error&) {  // none does
+      }
+    }
     const memory::desc any_src(src_dims_, t, tag::any), any_dst(dst_dims_, t, tag::any);
     auto pd = fwd_pd(any_src, wei(true), any_dst);
     Format f;

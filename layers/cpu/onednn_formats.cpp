@@ -14,6 +14,7 @@ tag layout_tag(int cblock) {
   switch (cblock) {
     case 16: return tag::nChw16c;
     case 8: return tag::nChw8c;
+    case 0: return tag::nhwc;
     default: return tag::nchw;
   }
 }
@@ -28,7 +29,7 @@ bool format_of(const dnnl::memory::desc& md, Format* f) {
   if (dims.size() != 4) return false;
   const dt t = md.data_type();
   if (t != dt::f32 && t != dt::bf16) return false;
-  for (int b : {1, 16, 8}) {
+  for (int b : {1, 16, 8, 0}) {
     const Format cand{t == dt::bf16 ? DType::bf16 : DType::f32, b};
     if (act_md(dims, cand) == md) {
       *f = cand;

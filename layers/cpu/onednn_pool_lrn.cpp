@@ -464,10 +464,11 @@ class LrnLoops final : public LrnKernel {
 
 std::unique_ptr<PoolKernel> make_pool(CtxPtr ctx, const PoolDesc& d) {
   const bool tiles = d.kh == d.stride_h && d.kw == d.stride_w && d.pad_h == 0 && d.pad_w == 0;
-  // The loops run in the producer's f32 format, plain or channel-blocked.
+  // The loops run in the producer's f32 format, plain or channel-blocked; an
+  // nhwc producer gets oneDNN's pooling (a JIT kernel reads nhwc).
   const int cblock = d.exec.any_format ? d.exec.src.cblock : 1;
   const bool f32 = d.exec.precision == DType::f32 && (!d.exec.any_format || d.exec.src.dtype == DType::f32);
-  if (d.kind == PoolKind::max && tiles && f32) return std::make_unique<MaxPoolLoops>(d, cblock);
+  if (d.kind == PoolKind::max && tiles && f32 && cblock >= 1) return std::make_unique<MaxPoolLoops>(d, cblock);
   return std::make_unique<PoolOneDnn>(std::move(ctx), d);
 }
 
