@@ -87,6 +87,8 @@ int cmd_bench_compute(const std::vector<std::string>& args) {
     if (value < least) DT_USAGE("dtrain bench compute: option '", name, "' = ", value, ": must be >= ", least);
   if (peak_only && no_peak) DT_USAGE("dtrain bench compute: options 'peak-only' and 'no-peak' exclude each other");
   if (plain && channels_last) DT_USAGE("dtrain bench compute: options 'plain' and 'channels-last' exclude each other");
+  if (channels_last && backend_name != "cpu")
+    DT_USAGE("dtrain bench compute: option 'channels-last' needs --backend cpu (", backend_name, " keeps plain NCHW)");
   // The JSON file is opened before any work, so a path that cannot be written is
   // refused at once, not after the run; every record is checked when written.
   std::ofstream json_out;

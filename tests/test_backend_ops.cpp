@@ -36,8 +36,8 @@ TEST_CASE("backend ops: cpu (oneDNN + BLAS) against the reference", "[backend_op
 }
 
 TEST_CASE("backend ops: cpu kernels in the formats they choose against the reference", "[backend_ops][format]") {
-  // Each kernel gets x in nChw16c or nChw8c (a blocked producer), chooses its formats,
-  // and is fed and read through conversions (exec_backend.hpp).
+  // Each kernel gets x in nChw16c, nChw8c, plain or nhwc (its producer's), chooses its
+  // formats, and is fed and read through conversions (exec_backend.hpp).
   KernelExec e;
   e.any_format = true;
   e.src = Format::blocked(16);
@@ -46,6 +46,10 @@ TEST_CASE("backend ops: cpu kernels in the formats they choose against the refer
   run({"cpu(chosen formats, nChw8c producer)", [e] { return make_exec_backend(make_backend("cpu"), e); }, false, 0, false, {}});
   e.src = Format::plain();  // a plain producer (the net's input, a dropout)
   run({"cpu(chosen formats, plain producer)", [e] { return make_exec_backend(make_backend("cpu"), e); }, false, 0, false, {}});
+  e.src = Format::nhwc();  // a channels-last producer (oneDNN's pick on AMX), nhwc asked for
+  e.channels_last = true;
+  run({"cpu(chosen formats, nhwc producer, channels last)", [e] { return make_exec_backend(make_backend("cpu"), e); },
+       false, 0, false, {}});
 }
 
 TEST_CASE("backend ops: cpu kernels in bf16 against the reference", "[backend_ops][bf16]") {
