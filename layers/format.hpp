@@ -17,9 +17,9 @@
 //             read and write without reordering)
 //   nhwc      channels last (cblock = 0): [N, H, W, C], channel c of pixel
 //             (h, w) at ((n·H + h)·W + w)·C + c — one block of all C channels,
-//             no padding (oneDNN's acdb; what its AMX convolutions read and
-//             write: on a Xeon with AMX oneDNN 2.6 picks it for bf16, and its
-//             kernels for nChw16c there are the slower AVX512-BF16 ones)
+//             no padding (oneDNN's acdb: what its AMX convolutions read and
+//             write — seen on a Xeon with AMX, where oneDNN 2.6's bf16 kernels
+//             for nChw16c are the slower AVX512-BF16 ones; docs/cpu-performance.md §4)
 // A Tensor carries its Format (tensor.hpp); a Net lets each kernel choose the
 // formats it reads and writes, and converts only where a producer and a
 // consumer disagree (net.hpp).

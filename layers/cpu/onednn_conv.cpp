@@ -9,9 +9,10 @@
 //
 // Activations, two modes (KernelExec::any_format):
 // - chosen (any_format): the kernel reads x and writes y in the formats its
-//   forward primitive picks (nChw16c on AVX-512; nhwc for bf16 on AMX, where
-//   oneDNN 2.6's kernels for nChw16c are the slower AVX512-BF16 ones; the
-//   first layer reads nchw), and keeps the producer's format instead when the
+//   forward primitive picks (nChw16c on AVX-512; on AMX, for bf16, a layout
+//   that was not nchw or nChw{8,16}c, so nhwc — its AMX kernels read acdb —
+//   where its nChw16c kernels are the slower AVX512-BF16 ones; the first
+//   layer reads nchw), and keeps the producer's format instead when the
 //   same implementation takes it; with KernelExec::channels_last, nhwc first
 //   where a direct kernel takes it; dx and dy are in the same formats. No
 //   activation is reordered here: the Net converts where producer and
