@@ -24,6 +24,10 @@ size_t Format::elements(const Shape& s) const {
   return static_cast<size_t>(s.n() * cpad * s.h() * s.w());
 }
 
+Format Format::for_shape(const Shape& s) const {
+  return is_nhwc() && (s.c() == 1 || s.h() * s.w() == 1) ? Format{dtype, 1} : *this;
+}
+
 std::string Format::str() const {
   std::string layout = cblock == 1 ? "nchw" : cblock == 0 ? "nhwc" : "nChw" + std::to_string(cblock) + "c";
   return std::string(dtype_name(dtype)) + " " + layout;

@@ -60,11 +60,10 @@ struct Format {
   static Format nhwc(DType t = DType::f32) { return Format{t, 0}; }
   bool is_plain() const { return cblock == 1; }
   bool is_nhwc() const { return cblock == 0; }
-  // The same bytes, said as the Net compares formats: nhwc of a tensor with one
-  // channel or one pixel per image is plain nchw (a needless conversion otherwise).
-  Format same_memory_as(int64_t c, int64_t hw) const {
-    return is_nhwc() && (c == 1 || hw == 1) ? Format{dtype, 1} : *this;
-  }
+  // This format for a tensor of shape s, said as the Net compares formats: nhwc
+  // of one channel or one pixel per image is the same bytes as plain nchw (the
+  // Net would convert between them otherwise).
+  Format for_shape(const Shape& s) const;
   bool is_plain_f32() const { return cblock == 1 && dtype == DType::f32; }
   // Stored elements and bytes of a tensor of shape s, the padding channels included.
   size_t elements(const Shape& s) const;

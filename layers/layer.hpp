@@ -120,13 +120,15 @@ class Layer {
   // The KernelExec of p for the first input.
   static KernelExec exec_of(const PlanIn& p);
   // plan() of a layer over one kernel: makes it with p's KernelExec, and the
-  // kernel's formats are the layer's.
+  // kernel's formats are the layer's (Format::for_shape: an nhwc of one channel
+  // or one pixel is said as the nchw it is, so the Net converts nothing there).
   template <class K>
   PlanOut plan_kernel(const PlanIn& p, const std::unique_ptr<K>& kernel) {
     exec_ = exec_of(p);
     make_kernels(p.n);
     kernel_n_ = p.n;
-    return {{kernel->src_format()}, kernel->dst_format(), kernel->masks_relu_grad()};
+    return {{kernel->src_format().for_shape(in_shapes_[0])}, kernel->dst_format().for_shape(out_shape_),
+            kernel->masks_relu_grad()};
   }
 
   std::string name_;

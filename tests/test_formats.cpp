@@ -63,6 +63,10 @@ TEST_CASE("Format sizes count the padding channels", "[format]") {
   CHECK(Format::nhwc(DType::bf16).bytes(s) == 240);
   CHECK(Format::nhwc(DType::bf16).str() == "bf16 nhwc");
   CHECK(Format::nhwc() != Format::plain());
+  CHECK(Format::nhwc().for_shape(s) == Format::nhwc());
+  CHECK(Format::nhwc(DType::bf16).for_shape(Shape(2, 64, 1, 1)) == Format::plain(DType::bf16));  // one pixel
+  CHECK(Format::nhwc().for_shape(Shape(2, 1, 28, 28)) == Format::plain());                       // one channel
+  CHECK(Format::blocked(16).for_shape(Shape(2, 64, 1, 1)) == Format::blocked(16));
   CHECK(parse_precision("bf16") == DType::bf16);
   CHECK(parse_precision("fp32") == DType::f32);
   CHECK_THROWS_WITH(parse_precision("fp16"), Catch::Contains("option 'precision'"));

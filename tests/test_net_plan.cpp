@@ -128,7 +128,7 @@ TEST_CASE("every cpu plan of a net equals the reference's plain f32", "[net][pla
           CHECK(in_nhwc >= 2);
           // ResNet-20 converts nothing: its 1-channel input in nhwc is its nchw, and
           // the global pool's [N, 64, 1, 1] in nhwc is the classifier's plain rows
-          // (Format::same_memory_as).
+          // (Format::for_shape).
           if (std::string(c.name) == "resnet20") CHECK(conversions == 0);
         }
         CHECK(got.loss == Approx(want.loss).epsilon(1e-4));

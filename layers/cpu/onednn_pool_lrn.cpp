@@ -82,8 +82,8 @@ class PoolOneDnn final : public PoolKernel {
     }
   }
 
-  Format src_format() const override { return fmt_.same_memory_as(d_.c, int64_t(d_.h) * d_.w); }
-  Format dst_format() const override { return fmt_.same_memory_as(d_.c, int64_t(d_.out_h()) * d_.out_w()); }
+  Format src_format() const override { return fmt_; }
+  Format dst_format() const override { return fmt_; }
   std::string impl() const override { return fwd_pd_.impl_info_str(); }
 
   // x [N,C,H,W] → y [N,C,OH,OW]
