@@ -174,9 +174,10 @@ for m in "${modes[@]}"; do
   done
 done
 echo "== done in $((SECONDS - t0)) s"
-# The build, the [cuda] tests and the training runs exit above on failure; a
-# benchmark row that FAILed (often out of memory at the largest setting) is
-# reported here without failing the check.
+# The build, a [cuda] test or a training run that failed has ended the check
+# above, or, with --keep-going, is in failed[] (exit 1 below); a benchmark row
+# that FAILed (often out of memory at the largest setting) is reported here
+# without failing the check.
 [[ $bench_failed -eq 0 ]] || echo "gpu-check.sh: some dtrain benchmark rows FAILED (see above)" >&2
 if [[ ${#failed[@]} -gt 0 ]]; then  # --keep-going: everything ran; say what failed
   printf 'gpu-check.sh: FAILED: %s\n' "${failed[@]}" >&2
