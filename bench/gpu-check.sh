@@ -44,12 +44,17 @@ while [[ $# -gt 0 ]]; do
     --no-build) no_build=1 ;;
     --keep-going) keep_going=1 ;;
     --timeout) tlimit=$2; shift ;;
-    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
     *) echo "gpu-check.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
 done
 
+if [[ $no_build -eq 1 ]]; then  # before anything is written into $build
+  for b in dtrain dtrain_gpu_bench tests/dtrain_tests tests/dtrain_cuda_tests; do
+    [[ -x $build/$b ]] || { echo "gpu-check.sh: --no-build: $build/$b is missing" >&2; exit 2; }
+  done
+fi
 source bench/lib.sh
 dt_root_env
 logs=$build/gpu-check-logs
@@ -58,9 +63,6 @@ jobs=$(nproc)
 t0=$SECONDS
 echo "== GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1 || echo '?')"
 if [[ $no_build -eq 1 ]]; then
-  for b in dtrain dtrain_gpu_bench tests/dtrain_tests tests/dtrain_cuda_tests; do
-    [[ -x $build/$b ]] || { echo "gpu-check.sh: --no-build: $build/$b is missing" >&2; exit 2; }
-  done
   echo "== prebuilt binaries in $build (--no-build)"
 else
   echo "== configure + build ($build, -j$jobs)"
