@@ -38,6 +38,7 @@
 #include "core/error.hpp"
 #include "engine/commands.hpp"
 #include "engine/options.hpp"
+#include "engine/report.hpp"  // median
 #include "layers/cpu/onednn.hpp"
 #include "layers/models.hpp"
 #include "layers/sgd.hpp"
@@ -160,7 +161,7 @@ int cmd_bench_compute(const std::vector<std::string>& args) {
   net.set_profiling(false);
   std::vector<double> sorted = times;
   std::sort(sorted.begin(), sorted.end());
-  const double med = sorted[sorted.size() / 2];
+  const double med = median(times);
   const double train_flops = 3.0 * net.forward_flops() * minibatch / net.input_shape().n();
   const double gflops = train_flops / med / 1e9;
   const double peak = no_peak ? 0.0 : layers::gemm_gflops(prec);

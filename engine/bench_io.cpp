@@ -16,6 +16,7 @@
 
 #include "core/error.hpp"
 #include "engine/options.hpp"
+#include "engine/report.hpp"  // median
 #include "core/log.hpp"
 #include "io/hdf5_dataset.hpp"
 #include "io/jpeg_dataset.hpp"
@@ -171,8 +172,7 @@ int bench_loader(const LoaderArgs& a) {
       }
       compute_for(a.compute_ms, a.spin);
     }
-    std::sort(waits.begin(), waits.end());
-    const double median_ms = waits[waits.size() / 2], max_ms = waits.back();
+    const double median_ms = median(waits), max_ms = *std::max_element(waits.begin(), waits.end());
     const double total = since(t0);
     const double wait_ms = 1e3 * wait / double(a.steps);
     const double step_ms = 1e3 * total / double(warmup + a.steps);

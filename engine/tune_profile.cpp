@@ -17,6 +17,7 @@
 #include "comm/discovery.hpp"
 #include "core/error.hpp"
 #include "engine/compute.hpp"
+#include "engine/report.hpp"  // median
 #include "engine/train_job.hpp"  // input_transform
 #include "io/dataset.hpp"
 #include "io/sample_decoder.hpp"
@@ -25,14 +26,6 @@
 #include "layers/sgd.hpp"
 
 namespace dtrain::engine {
-
-namespace {
-double median(std::vector<double> v) {
-  DT_CHECK(!v.empty(), "median of nothing");
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-}  // namespace
 
 double Profile::t_c_at(int x) const {
   if (points.empty()) DT_USAGE("profile of ", model, " has no T_C points");
