@@ -159,8 +159,7 @@ int cmd_bench_compute(const std::vector<std::string>& args) {
     times.push_back(now_s() - t0);
   }
   net.set_profiling(false);
-  std::vector<double> sorted = times;
-  std::sort(sorted.begin(), sorted.end());
+  const auto [fastest, slowest] = std::minmax_element(times.begin(), times.end());
   const double med = median(times);
   const double train_flops = 3.0 * net.forward_flops() * minibatch / net.input_shape().n();
   const double gflops = train_flops / med / 1e9;
@@ -171,7 +170,7 @@ int cmd_bench_compute(const std::vector<std::string>& args) {
               plain ? ", plain formats" : channels_last ? ", channels last" : "",
               prec == layers::DType::bf16 && !net.keeps_weight_mirror() ? ", no weight mirror" : "");
   std::printf("step %.2f ms (median of %d; %.2f … %.2f), %.2f images/s, %.2f GFLOP per step (3 × forward), %.1f GFLOP/s",
-              med * 1e3, steps, sorted.front() * 1e3, sorted.back() * 1e3, minibatch / med, train_flops / 1e9, gflops);
+              med * 1e3, steps, *fastest * 1e3, *slowest * 1e3, minibatch / med, train_flops / 1e9, gflops);
   if (peak > 0) std::printf(" = %.0f%% of the GEMM peak %.0f GFLOP/s (oneDNN matmul 2048³ %s)", 100 * gflops / peak, peak,
                             layers::dtype_name(prec));
   std::printf("\nSGD update of %zu parameters: %.2f ms per step (%.1f%%)\n", net.num_params(), sgd_s / steps * 1e3,

@@ -8,6 +8,7 @@
 
 #include "engine/config.hpp"
 #include "engine/predict.hpp"
+#include "engine/report.hpp"
 #include "engine/tune.hpp"
 #include "engine/tune_profile.hpp"
 #include "core/error.hpp"
@@ -31,6 +32,16 @@ Profile one_point(int x, double t_c, double p, const perf::Links& l) {
   return q;
 }
 }  // namespace
+
+TEST_CASE("median: the middle value, the mean of the middle two for an even count", "[tune]") {
+  // The one median of the profile, dtrain report and the benchmarks (an even
+  // count once took the upper middle: a 2-step bench printed its slower step).
+  CHECK(median({}) == 0.0);
+  CHECK(median({5.0}) == 5.0);
+  CHECK(median({3.0, 1.0, 2.0}) == 2.0);
+  CHECK(median({5.46, 5.82}) == Approx(5.64));
+  CHECK(median({4.0, 1.0, 3.0, 2.0}) == 2.5);
+}
 
 TEST_CASE("cluster prediction: AlexNet over 1 GbE and 100 Gb/s", "[tune]") {
   // P = 244 MB, T_C = 0.5 s. 1 GbE = 0.125 GB/s: the sender alone needs
