@@ -37,6 +37,7 @@
 
 #include "core/error.hpp"
 #include "engine/commands.hpp"
+#include "engine/config.hpp"  // kMaxThreads, kMaxMinibatch
 #include "engine/options.hpp"
 #include "engine/report.hpp"  // median
 #include "layers/cpu/onednn.hpp"
@@ -86,6 +87,8 @@ int cmd_bench_compute(const std::vector<std::string>& args) {
   for (auto [name, value, least] : {std::tuple{"minibatch", minibatch, 1}, std::tuple{"threads", threads, 1},
                                      std::tuple{"steps", steps, 1}, std::tuple{"warmup", warmup, 0}})
     if (value < least) DT_USAGE("dtrain bench compute: option '", name, "' = ", value, ": must be >= ", least);
+  for (auto [name, value, most] : {std::tuple{"minibatch", minibatch, kMaxMinibatch}, std::tuple{"threads", threads, kMaxThreads}})
+    if (value > most) DT_USAGE("dtrain bench compute: option '", name, "' = ", value, ": must be <= ", most, " (as in dtrain train)");
   if (peak_only && no_peak) DT_USAGE("dtrain bench compute: options 'peak-only' and 'no-peak' exclude each other");
   if (plain && channels_last) DT_USAGE("dtrain bench compute: options 'plain' and 'channels-last' exclude each other");
   if (channels_last && backend_name != "cpu")

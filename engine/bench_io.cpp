@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "core/error.hpp"
+#include "engine/config.hpp"   // kMaxMinibatch, kMaxLoaderThreads, kMaxLoaderDepth
 #include "engine/options.hpp"
 #include "engine/report.hpp"  // median
 #include "core/log.hpp"
@@ -281,9 +282,13 @@ int cmd_bench_io(const std::vector<std::string>& args) {
     std::cout << desc;
     return kExitOk;
   }
-  if (a.minibatch < 1) DT_USAGE("dtrain bench io: option 'minibatch' must be >= 1, got ", a.minibatch);
-  if (a.threads < 0) DT_USAGE("dtrain bench io: option 'threads' must be >= 0, got ", a.threads);
-  if (a.depth < 1) DT_USAGE("dtrain bench io: option 'depth' must be >= 1, got ", a.depth);
+  // The bounds of dtrain train's minibatch, loader-threads and loader-depth.
+  if (a.minibatch < 1 || a.minibatch > kMaxMinibatch)
+    DT_USAGE("dtrain bench io: option 'minibatch' must be in [1, ", kMaxMinibatch, "], got ", a.minibatch);
+  if (a.threads < 0 || a.threads > kMaxLoaderThreads)
+    DT_USAGE("dtrain bench io: option 'threads' must be in [0, ", kMaxLoaderThreads, "], got ", a.threads);
+  if (a.depth < 1 || a.depth > kMaxLoaderDepth)
+    DT_USAGE("dtrain bench io: option 'depth' must be in [1, ", kMaxLoaderDepth, "], got ", a.depth);
   if (a.steps < 1) DT_USAGE("dtrain bench io: option 'steps' must be >= 1, got ", a.steps);
   if (a.compute_ms < 0) DT_USAGE("dtrain bench io: option 'compute-ms' must be >= 0");
   if (a.pad < 0) DT_USAGE("dtrain bench io: option 'pad' must be >= 0, got ", a.pad);

@@ -217,12 +217,14 @@ void validate(TrainConfig& c, const Options& o) {
   need(c.max_steps >= 0, "max-steps", "must be >= 0");
   need(c.max_train_samples >= 0, "max-train-samples", "must be >= 0");
   need(c.max_test_samples >= 0, "max-test-samples", "must be >= 0");
-  need(c.threads >= 0 && c.threads <= 1024, "threads", "must be in [0, 1024], got ", c.threads);
-  need(c.minibatch <= (1 << 16), "minibatch", "must be <= 65536, got ", c.minibatch);
-  need(c.eval_minibatch <= (1 << 16), "eval-minibatch", "must be <= 65536, got ", c.eval_minibatch);
+  need(c.threads >= 0 && c.threads <= kMaxThreads, "threads", "must be in [0, ", kMaxThreads, "], got ", c.threads);
+  need(c.minibatch <= kMaxMinibatch, "minibatch", "must be <= ", kMaxMinibatch, ", got ", c.minibatch);
+  need(c.eval_minibatch <= kMaxMinibatch, "eval-minibatch", "must be <= ", kMaxMinibatch, ", got ", c.eval_minibatch);
   need(c.seed >= 0, "seed", "must be >= 0, got ", c.seed);
-  need(c.loader_threads >= 0 && c.loader_threads <= 256, "loader-threads", "must be in [0, 256], got ", c.loader_threads);
-  need(c.loader_depth >= 1 && c.loader_depth <= 64, "loader-depth", "must be in [1, 64], got ", c.loader_depth);
+  need(c.loader_threads >= 0 && c.loader_threads <= kMaxLoaderThreads, "loader-threads", "must be in [0, ", kMaxLoaderThreads,
+       "], got ", c.loader_threads);
+  need(c.loader_depth >= 1 && c.loader_depth <= kMaxLoaderDepth, "loader-depth", "must be in [1, ", kMaxLoaderDepth, "], got ",
+       c.loader_depth);
   need(c.augment_pad >= 0 && c.augment_pad <= 64, "augment-pad", "must be in [0, 64], got ", c.augment_pad);
   c.augment = parse_choice(kCrops, "augment", o.augment);
   need(c.augment_pad == 0 || c.augment == io::CropMode::none, "augment-pad",

@@ -19,6 +19,14 @@
 
 namespace dtrain::engine {
 
+// The bounds of the counts every command takes (train's options, bench compute,
+// bench io), so that none runs what another refuses: a thread count past what
+// the process may start crashed bench compute (2026-12-04).
+inline constexpr int kMaxThreads = 1024;         // compute threads per rank
+inline constexpr int kMaxLoaderThreads = 256;    // prefetch threads per rank
+inline constexpr int kMaxLoaderDepth = 64;       // minibatches prefetched ahead
+inline constexpr int kMaxMinibatch = 1 << 16;    // images per worker and step
+
 // Where a worker computes: cpu (oneDNN/BLAS), cuda (cuDNN/cuBLAS on a GPU),
 // cpu_staged (the CPU kernels behind the cuda path's device memory model:
 // runs the trainer's device path without a GPU, for tests).

@@ -138,6 +138,11 @@ echo "ok: bench compute's JSON record; bad values named"
 # 8. Values far out of range are refused naming the option, before any run folder.
 expect_exit 2 "option 'threads': must be in [0, 1024], got 100000" -- "$DTRAIN" train --job "$J" "${data[@]}" --threads 100000 --runs-dir "$SCRATCH/far"
 [ ! -e "$SCRATCH/far" ] || fail "a refused --threads made a run folder"
+# The benches take train's bounds (a thread count past the process limit crashed bench compute).
+expect_exit 2 "option 'threads' = 100000: must be <= 1024 (as in dtrain train)" -- "$DTRAIN" "${bc[@]}" --threads 100000
+expect_exit 2 "option 'minibatch' = 65537: must be <= 65536" -- "$DTRAIN" "${bc[@]}" --minibatch 65537
+expect_exit 2 "option 'threads' must be in [0, 256], got 257" -- "$DTRAIN" bench io --data x.h5 --threads 257
+expect_exit 2 "option 'depth' must be in [1, 64], got 65" -- "$DTRAIN" bench io --data x.h5 --depth 65
 expect_exit 2 "'max-mb' = 0 (default 256)" -- mpirun -np 2 --oversubscribe --bind-to none "$DTRAIN" bench comm --max-mb 0
 expect_exit 2 "option 'wait-for-check' applies to the exchange table, not to --links" -- mpirun -np 2 --oversubscribe --bind-to none "$DTRAIN" bench comm --links --wait-for-check
 # The exchange table in both ps protocols (speculating servers, and waiting for the joint check): each says which it timed.
