@@ -2,12 +2,14 @@
 #include "io/h5_util.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <system_error>
+#include <utility>
 
 #include "core/error.hpp"
 #include "core/format.hpp"
@@ -76,6 +78,37 @@ H5Id open_h5_read_only(const std::string& path) {
   hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get());
   if (f < 0) DT_USAGE(path, ": cannot open HDF5 file (truncated or corrupt?)", h5_error_suffix());
   return H5Id(f, H5Fclose);
+}
+
+namespace {
+int64_t mtime_ns(const struct stat& st) { return int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec; }
+}  // namespace
+
+FileWatch::FileWatch(hid_t file, std::string path) : path_(std::move(path)) {
+  H5Id fapl(H5Fget_access_plist(file), H5Pclose);
+  void* handle = nullptr;
+  // The sec2 driver's handle is a pointer to its descriptor.
+  if (fapl.get() < 0 || H5Pget_driver(fapl.get()) != H5FD_SEC2 ||
+      H5Fget_vfd_handle(file, fapl.get(), &handle) < 0 || handle == nullptr) {
+    h5_error_detail();  // clears the stack
+    return;
+  }
+  struct stat st;
+  if (::fstat(*static_cast<int*>(handle), &st) != 0) return;
+  fd_ = *static_cast<int*>(handle);
+  size_ = int64_t(st.st_size);
+  mtime_ns_ = mtime_ns(st);
+}
+
+void FileWatch::check(const char* what) const {
+  if (fd_ < 0) return;
+  struct stat st;
+  if (::fstat(fd_, &st) != 0) DT_FAIL(path_, ": ", what, ": cannot stat the open file: ", std::strerror(errno));
+  if (int64_t(st.st_size) == size_ && mtime_ns(st) == mtime_ns_) return;
+  DT_FAIL(path_, ": ", what, ": the file changed while this job read it (size ", size_, " → ", int64_t(st.st_size),
+          " bytes", mtime_ns(st) != mtime_ns_ ? ", modified since it was opened" : "",
+          "): samples read from it may be wrong (HDF5 reads past a shrunken end as zeros). A copy, truncation "
+          "or re-staging of a file in use? Let it finish, then resume from the last checkpoint");
 }
 
 bool h5_link_exists(hid_t loc, const char* name) { return H5Lexists(loc, name, H5P_DEFAULT) > 0; }

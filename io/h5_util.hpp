@@ -108,6 +108,29 @@ std::vector<std::string> read_string_list(hid_t loc, const std::string& path, co
 // ("file locking flag values don't match"), so every io/ open uses this one.
 H5Id make_fapl_no_locking();
 
+// A file open for reading, watched for changes made under the job: the size
+// and modification time of HDF5's descriptor at open, compared after reads.
+// HDF5's sec2 driver reads past a shrunken end as zeros without an error (a
+// dataset truncated by a copy, a quota or a re-staging while a job read it
+// trained on blank images, silently: a helper's finding, 2026-12-04). fstat of
+// the open descriptor, not stat of the path: a file replaced by rename leaves
+// the open one intact, and is not an error. With a driver other than sec2 the
+// watch is inert.
+class FileWatch {
+ public:
+  FileWatch() = default;
+  FileWatch(hid_t file, std::string path);
+  // Throws Error "<path>: <what>: the file changed while this job read it
+  // (size A → B bytes, modified …)": the samples just read may be wrong.
+  void check(const char* what) const;
+
+ private:
+  std::string path_;
+  int fd_ = -1;           // HDF5's descriptor (not owned); -1: inert
+  int64_t size_ = 0;      // bytes at open
+  int64_t mtime_ns_ = 0;  // st_mtim at open, ns since the epoch
+};
+
 class H5TempFile {
  public:
   // Creates "<final_path>.tmp.<pid>" (truncating a stale one). Throws Error.

@@ -346,6 +346,7 @@ Hdf5Dataset::Hdf5Dataset(const std::string& path, const Hdf5Options& options)
   quiet_h5_errors();
   file_ = open_h5_read_only(path);
   const hid_t f = file_.get();
+  watch_ = FileWatch(f, path);
   if (has_attribute(f, "layout"))
     if (const std::string layout = read_string_attribute(f, path, "layout"); layout != "raw")
       DT_USAGE(path, ": attribute 'layout' is '", layout, "': not a raw dataset file (open it with io::open_dataset)");
@@ -380,9 +381,12 @@ void Hdf5Dataset::read_range(int64_t begin, int64_t count, uint8_t* out) const {
   hsize_t cnt[4] = {hsize_t(count), hsize_t(h_), hsize_t(w_), hsize_t(c_)};
   DT_H5(H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start, nullptr, cnt, nullptr));
   H5Id mspace(DT_H5(H5Screate_simple(4, cnt, nullptr)), H5Sclose);
-  if (H5Dread(images_.get(), H5T_NATIVE_UINT8, mspace.get(), fspace.get(), H5P_DEFAULT, out) < 0)
-    DT_USAGE(path_, ": /images: reading samples [", begin, ", ", begin + count,
-             ") failed (truncated file?)", h5_error_suffix());
+  if (H5Dread(images_.get(), H5T_NATIVE_UINT8, mspace.get(), fspace.get(), H5P_DEFAULT, out) < 0) {
+    watch_.check("/images");  // a file changed under the job: say so, not only that the read failed
+    DT_USAGE(path_, ": /images: reading samples [", begin, ", ", begin + count, ") failed (truncated file?)",
+             h5_error_suffix());
+  }
+  watch_.check("/images");
   std::vector<int64_t> all(static_cast<size_t>(count));
   for (int64_t i = 0; i < count; ++i) all[size_t(i)] = begin + i;
   count_read(all, count, 1,
@@ -421,11 +425,14 @@ void Hdf5Dataset::read_images(const std::vector<int64_t>& indices, uint8_t* out)
     DT_H5(H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start, nullptr, cnt, nullptr));
     H5Id mspace(DT_H5(H5Screate_simple(4, cnt, nullptr)), H5Sclose);
     if (H5Dread(images_.get(), H5T_NATIVE_UINT8, mspace.get(), fspace.get(), H5P_DEFAULT,
-                dst + i * sb) < 0)
+                dst + i * sb) < 0) {
+      watch_.check("/images");  // a file changed under the job: say so, not only that the read failed
       DT_USAGE(path_, ": /images: reading samples [", sorted[i], ", ", sorted[j - 1] + 1,
                ") failed (truncated file?)", h5_error_suffix());
+    }
     i = j;
   }
+  watch_.check("/images");
   if (!in_place) {
     for (size_t k = 0; k < indices.size(); ++k) {
       size_t pos =

@@ -160,7 +160,9 @@ class Hdf5Dataset final : public Dataset {
   // Reads samples `indices` (any order, repeats allowed, each in [0, N)) into
   // out: [indices.size(), H, W, C] uint8, in the order given. Thread-safe
   // (HDF5 serialises the reads). Throws Error on a bad index, UsageError when
-  // HDF5 cannot read the file.
+  // HDF5 cannot read the file, Error when the file changed since it was opened
+  // (io/h5_util.hpp FileWatch: size or modification time; HDF5 itself reads
+  // past a shrunken end as zeros).
   void read_images(const std::vector<int64_t>& indices, uint8_t* out) const;
   // Reads samples [begin, begin + count) into out: [count, H, W, C] uint8.
   void read_range(int64_t begin, int64_t count, uint8_t* out) const;
@@ -168,6 +170,7 @@ class Hdf5Dataset final : public Dataset {
  private:
   std::string path_;
   H5Id file_, images_;
+  FileWatch watch_;  // after each read: the file unchanged since open
   int64_t n_ = 0, h_ = 0, w_ = 0, c_ = 0;
   int classes_ = 0;
   std::vector<int32_t> labels_;

@@ -69,6 +69,7 @@ JpegDataset::JpegDataset(const std::string& path) : path_(path) {
   quiet_h5_errors();
   file_ = open_h5_read_only(path);
   const hid_t f = file_.get();
+  watch_ = FileWatch(f, path);
   const std::string layout = has_attribute(f, "layout") ? read_string_attribute(f, path, "layout") : "";
   if (layout != "jpeg")
     DT_USAGE(path, ": attribute 'layout' is ", layout.empty() ? std::string("missing") : "'" + layout + "'",
@@ -172,11 +173,14 @@ void JpegDataset::read_stored(const std::vector<int64_t>& sorted, StoredSamples&
     DT_H5(H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start, nullptr, count, nullptr));
     H5Id mspace(DT_H5(H5Screate_simple(1, count, nullptr)), H5Sclose);
     if (H5Dread(jpeg_.get(), H5T_NATIVE_UINT8, mspace.get(), fspace.get(), H5P_DEFAULT,
-                out.bytes.data() + out.offsets[i]) < 0)
+                out.bytes.data() + out.offsets[i]) < 0) {
+      watch_.check("/jpeg");  // a file changed under the job: say so, not only that the read failed
       DT_USAGE(path_, ": /jpeg: reading the bytes of samples [", sorted[i], ", ", sorted[j - 1] + 1,
                ") failed (truncated file?)", h5_error_suffix());
+    }
     i = j;
   }
+  watch_.check("/jpeg");
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::lock_guard<std::mutex> lk(stats_mu_);
   stats_.calls += 1;

@@ -55,6 +55,7 @@ class JpegDataset final : public Dataset {
  private:
   std::string path_;
   H5Id file_, jpeg_;
+  FileWatch watch_;  // after each read: the file unchanged since open
   int64_t n_ = 0, size_ = 0;
   int classes_ = 0;
   std::vector<uint64_t> offsets_;  // [N + 1]

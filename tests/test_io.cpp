@@ -5,6 +5,7 @@
 #include <hdf5.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -278,5 +279,59 @@ TEST_CASE("missing, non-HDF5 and truncated dataset files are usage errors", "[io
     });
     INFO(msg);
     CHECK_THAT(msg, Contains(path) && Contains("truncated"));
+  }
+}
+
+// io/h5_util.hpp FileWatch: HDF5's sec2 driver reads past a shrunken end as
+// zeros with no error, so a file truncated under a running job trained on
+// blank images (a helper's finding). Each read now compares the open
+// descriptor's size and modification time with those at open.
+TEST_CASE("a dataset file changed under its reader is an Error naming it, not zeros", "[io]") {
+  namespace fs = std::filesystem;
+  TempDir dir;
+  const std::string path = dir.file("live.h5");
+  Data d = make_random_data(2000, 28, 28, 1, 10, 5);
+  dtrain::io::write_dataset(path, d.images, d.n, d.h, d.w, d.c, d.labels, d.classes);
+  auto error_of = [](auto&& f) -> std::string {
+    try {
+      f();
+    } catch (const dtrain::UsageError& e) {
+      return std::string("UsageError: ") + e.what();
+    } catch (const dtrain::Error& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  Hdf5Dataset ds(path);
+  const size_t sb = size_t(ds.sample_bytes());
+  std::vector<uint8_t> out(2000 * sb);
+  ds.read_range(0, 2000, out.data());  // unchanged: reads
+  CHECK(std::equal(out.begin(), out.end(), d.images.begin()));
+  SECTION("truncated: the samples past the new end would read as zeros") {
+    fs::resize_file(path, fs::file_size(path) / 2);
+    const std::string msg = error_of([&] { ds.read_images({1990, 3, 1999}, out.data()); });
+    INFO(msg);
+    CHECK_THAT(msg, Contains(path) && Contains("/images") && Contains("changed while this job read it") &&
+                        Contains(" bytes"));
+    CHECK_THAT(error_of([&] { ds.read_range(0, 10, out.data()); }), Contains("changed while this job read it"));
+  }
+  SECTION("rewritten in place with the same size: the modification time tells") {
+    {
+      std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+      f.seekp(-1, std::ios::end);
+      f.put('x');
+    }
+    fs::last_write_time(path, fs::last_write_time(path) + std::chrono::seconds(5));
+    const std::string msg = error_of([&] { ds.read_range(0, 1, out.data()); });
+    INFO(msg);
+    CHECK_THAT(msg, Contains(path) && Contains("modified since it was opened"));
+  }
+  SECTION("replaced by a rename: the open file is intact and still reads") {
+    Data e = make_random_data(2000, 28, 28, 1, 10, 6);
+    dtrain::io::write_dataset(dir.file("new.h5"), e.images, e.n, e.h, e.w, e.c, e.labels, e.classes);
+    fs::rename(dir.file("new.h5"), path);
+    std::fill(out.begin(), out.end(), 0);
+    ds.read_range(0, 2000, out.data());
+    CHECK(std::equal(out.begin(), out.end(), d.images.begin()));
   }
 }

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <random>
 
 #include "io/dataset.hpp"
@@ -385,4 +386,25 @@ TEST_CASE("jpeg files with a bad layout are rejected with file and object named"
       CHECK_THAT(std::string(e.what()), Contains("/jpeg: image 1") && Contains("37x53") && Contains("/shapes says 38x53"));
     }
   }
+}
+
+// io/h5_util.hpp FileWatch, as for raw files (tests/test_io.cpp): a store
+// truncated under its reader is an Error naming it, not JPEG bytes of zeros.
+TEST_CASE("a jpeg store truncated under its reader is an Error naming it", "[jpeg]") {
+  TempDir dir;
+  const auto images = make_images(40);
+  const std::string path = dir.file("store.h5");
+  dtrain::test::write_jpeg_store(path, images, dtrain::test::StoreOptions{});
+  auto ds = dtrain::io::open_dataset(path);
+  dtrain::io::StoredSamples st;
+  ds->read_stored({0, 1, 39}, st);  // unchanged: reads
+  std::filesystem::resize_file(path, std::filesystem::file_size(path) / 2);
+  std::string msg = "no error";
+  try {
+    ds->read_stored({38, 39}, st);
+  } catch (const dtrain::Error& e) {
+    msg = e.what();
+  }
+  INFO(msg);
+  CHECK_THAT(msg, Contains(path) && Contains("/jpeg") && Contains("changed while this job read it"));
 }
