@@ -18,13 +18,18 @@
 // "compute_stand_in_ms" to its step, epoch and run records; its loss is 0.
 #pragma once
 
-#include <cstdio>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 namespace dtrain::engine {
 
+// Each record is one line, written whole or not at all: when a write fails (a
+// full disk, a quota) the file is cut back to its last whole record, so a later
+// run can append after it, and Error is thrown naming the file, the record's
+// kind and errno — the job ends (exit 1) rather than train on without its
+// record (a helper's finding, 2026-12-04: the writes were unchecked and a run
+// on a full disk ended exit 0 with its metrics cut mid-record).
 class MetricsWriter {
  public:
   MetricsWriter() = default;
@@ -35,10 +40,15 @@ class MetricsWriter {
   MetricsWriter(const MetricsWriter&) = delete;
   MetricsWriter& operator=(const MetricsWriter&) = delete;
 
-  void write(const nlohmann::json& record);  // one line, flushed
+  void write(const nlohmann::json& record);  // one line; Error as above
+
+  // Appends one record to the file at `path` (the run record at a job's end),
+  // as write() does. Throws Error if it cannot be opened or written.
+  static void append_record(const std::string& path, const nlohmann::json& record);
 
  private:
-  std::FILE* f_ = nullptr;
+  std::string path_;
+  int fd_ = -1;
 };
 
 }  // namespace dtrain::engine

@@ -13,6 +13,7 @@
 
 #include "comm/wait.hpp"
 #include "core/error.hpp"
+#include "engine/metrics.hpp"    // MetricsWriter::append_record
 #include "engine/train_job.hpp"  // choose_thread_counts
 #include "engine/tune_profile.hpp"
 
@@ -184,10 +185,7 @@ void append_run_record(const TrainConfig& cfg, const TrainResult& r, const RunCl
       // signal ends "checkpointed" (exit 75), else "done".
       {"resumed_from_step", r.resumed_from_step}, {"end", r.requeue ? "checkpointed" : "done"}};
   if (cfg.compute_stand_in_ms > 0) rec["compute_stand_in_ms"] = cfg.compute_stand_in_ms;
-  std::FILE* f = std::fopen(cfg.metrics.c_str(), "a");
-  if (!f) DT_FAIL("cannot append the run record to '", cfg.metrics, "'");
-  std::fprintf(f, "%s\n", rec.dump().c_str());
-  std::fclose(f);
+  MetricsWriter::append_record(cfg.metrics, rec);
 }
 
 }  // namespace dtrain::engine

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -17,6 +18,14 @@
 namespace dtrain::io {
 
 namespace fs = std::filesystem;
+
+// HDF5's exit handler closes what is still open; a file whose close failed
+// (a full disk) stays open inside the library, and HDF5 1.10 crashes closing it
+// there (SIGSEGV in H5F__close_cb after dtrain's error message, tests/
+// test_full_disk.cpp). dtrain closes every file it wrote before it exits
+// (writers commit or remove their temporaries as the stack unwinds), so the
+// handler is not needed: turned off before the first HDF5 call of the process.
+[[maybe_unused]] const herr_t g_h5_no_atexit = H5dont_atexit();
 
 void quiet_h5_errors() {
   thread_local bool done = false;
@@ -46,10 +55,38 @@ void fsync_path(const std::string& path, bool directory) {
 }
 }  // namespace
 
+namespace {
+// The value of `key = '...'` or `key = ...,` in an HDF5 description ("" if none).
+std::string h5_field(const std::string& d, const std::string& key) {
+  const size_t at = d.find(key + " = ");
+  if (at == std::string::npos) return {};
+  size_t b = at + key.size() + 3, e;
+  if (b < d.size() && d[b] == '\'') {
+    e = d.find('\'', ++b);
+  } else {
+    e = d.find(',', b);
+  }
+  return d.substr(b, (e == std::string::npos ? d.size() : e) - b);
+}
+}  // namespace
+
 std::string h5_error_detail() {
   std::string detail;
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, collect_innermost, &detail);
   H5Eclear2(H5E_DEFAULT);
+  // One line: the sec2 driver's I/O failures span two ("file write failed:
+  // time = …\n, filename = …, errno = 28, error message = 'No space left on
+  // device', buf = …"); the system's message goes first, the buffer address
+  // and sizes are dropped.
+  for (char& c : detail)
+    if (c == '\n' || c == '\r') c = ' ';
+  if (const std::string msg = h5_field(detail, "error message"); !msg.empty()) {
+    // What failed: the text before the first "key = value" field and its ':' or ','.
+    const std::string head = detail.substr(0, detail.find(" = "));
+    const std::string what = head.substr(0, std::min(head.rfind(':'), head.rfind(',')));
+    const std::string file = h5_field(detail, "filename"), err = h5_field(detail, "errno");
+    return msg + (err.empty() ? "" : " (errno " + err + ")") + ": " + what + (file.empty() ? "" : " of '" + file + "'");
+  }
   return detail;
 }
 
@@ -147,7 +184,12 @@ H5TempFile::H5TempFile(const std::string& final_path)
   quiet_h5_errors();
   H5Id fapl = make_fapl_no_locking();
   hid_t f = H5Fcreate(temp_path_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get());
-  if (f < 0) DT_FAIL("cannot create ", temp_path_, h5_error_suffix());
+  if (f < 0) {
+    const std::string why = h5_error_suffix();
+    std::error_code ec;
+    fs::remove(temp_path_, ec);  // what a failed create left (a full disk: an empty file)
+    DT_FAIL("cannot create ", temp_path_, why);
+  }
   file_ = H5Id(f, H5Fclose);
 }
 
@@ -187,8 +229,12 @@ void H5TempFile::commit() {
   DT_CHECK(!committed_, "commit called twice for ", final_path_);
   if (H5Fflush(file_.get(), H5F_SCOPE_LOCAL) < 0)
     DT_FAIL("flushing ", temp_path_, " failed", h5_error_suffix());
-  ssize_t open_objects = H5Fget_obj_count(file_.get(), H5F_OBJ_ALL | H5F_OBJ_LOCAL);
-  DT_CHECK(open_objects == 1, temp_path_, ": ", open_objects - 1, " objects still open at commit");
+  // Datasets, groups, types and attributes of this file; not file ids, which
+  // HDF5 counts across files: one whose close failed (a full disk) stays open
+  // inside the library and made every later commit of the process fail here.
+  const ssize_t open_objects = H5Fget_obj_count(
+      file_.get(), H5F_OBJ_DATASET | H5F_OBJ_GROUP | H5F_OBJ_DATATYPE | H5F_OBJ_ATTR | H5F_OBJ_LOCAL);
+  DT_CHECK(open_objects == 0, temp_path_, ": ", open_objects, " objects still open at commit");
   hid_t f = file_.release();  // closed here with a checked call
   if (H5Fclose(f) < 0) DT_FAIL("closing ", temp_path_, " failed", h5_error_suffix());
   fsync_path(temp_path_, false);

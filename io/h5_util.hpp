@@ -67,8 +67,10 @@ class H5Id {
 // Turns off HDF5's automatic error printing for the calling thread.
 void quiet_h5_errors();
 
-// The innermost description on this thread's HDF5 error stack ("" when empty);
-// clears the stack.
+// The innermost description on this thread's HDF5 error stack ("" when empty),
+// on one line; an I/O failure's as "<system message> (errno N): <what> of
+// '<file>'" ("No space left on device (errno 28): file write failed of 'x.h5'").
+// Clears the stack.
 std::string h5_error_detail();
 
 // " (HDF5: <detail>)" or "" — for appending to a message.
