@@ -165,7 +165,7 @@ struct Options {
       ("ps", def(&c.ps), "parameter-server ranks (the last ranks of the job)")
       ("ranks-per-node", def(&c.ranks_per_node), "group workers into virtual nodes of K (0: real nodes)")
       ("bucket-mb", def(&c.bucket_mb), "allreduce bucket size, MiB")
-      ("max-chunk-elems", def(&c.max_chunk_elems), "largest single transfer, elements")
+      ("max-chunk-elems", def(&c.max_chunk_elems), "largest single transfer, elements (at least 1024)")
       ("wait-policy", def(&wait_policy), "how ranks wait for messages: spin | sleep | auto (sleep when the node's ranks × threads exceed its cores)")
       ("comm-timeout", def(&c.comm_timeout), "seconds one step's exchange may take before the job is aborted as stalled (0: wait forever)")
       ("heartbeat-timeout", def(&c.heartbeat_timeout), "seconds without a heartbeat from a rank (sent every second, whatever it computes) before the job is ended naming that rank: a killed, stopped or frozen process (0: off)")
@@ -274,7 +274,11 @@ void validate(TrainConfig& c, const Options& o) {
                              : "must be > 0 in ps and hybrid modes");
   need(c.ranks_per_node >= 0, "ranks-per-node", "must be >= 0, got ", c.ranks_per_node);
   need(c.bucket_mb > 0, "bucket-mb", "must be > 0");
-  need(c.max_chunk_elems > 0 && c.max_chunk_elems < (int64_t{1} << 31), "max-chunk-elems", "must be in [1, 2^31)");
+  // At least 1024 (4 KiB): below it each transfer is all overhead, and with 1
+  // a ps server drowned in one-element messages missed the heartbeats long
+  // enough to have a live worker declared dead (a helper's finding, 2026-12-04).
+  need(c.max_chunk_elems >= 1024 && c.max_chunk_elems < (int64_t{1} << 31), "max-chunk-elems",
+       "must be in [1024, 2^31), got ", c.max_chunk_elems);
   need(c.checkpoint_every_steps >= 0, "checkpoint-every-steps", "must be >= 0, got ", c.checkpoint_every_steps);
   need(std::isfinite(c.checkpoint_every_s) && c.checkpoint_every_s >= 0, "checkpoint-every-s",
        "must be a number of seconds >= 0");
@@ -345,11 +349,23 @@ bool parse_train_args(const std::vector<std::string>& args, TrainConfig& cfg) {
     std::error_code ec;
     if (!std::filesystem::is_regular_file(path, ec))
       DT_USAGE("job file ", format::missing_path(path), " does not exist or is not a file");
-    std::ifstream in(path);
-    if (!in) DT_USAGE("job file '", path, "' cannot be opened");
+    std::ifstream file(path);
+    if (!file) DT_USAGE("job file '", path, "' cannot be opened");
+    std::stringstream text;
+    text << file.rdbuf();
+    std::string body = text.str();
+    // A byte-order mark (Windows editors save one) would make the first key
+    // read as unknown with the mark invisible in the message.
+    if (body.starts_with("\xEF\xBB\xBF")) body.erase(0, 3);
+    std::istringstream in(body);
     try {
+      const po::parsed_options parsed = po::parse_config_file(in, o.desc, /*allow_unregistered=*/false);
+      for (const auto& opt : parsed.options)
+        if (opt.string_key == "job")
+          DT_USAGE("job file '", path, "': key 'job': a job file cannot name another one (there are no includes); "
+                   "give the other file's keys here, or that file with --job");
       // Values already on the command line are kept: the command line wins.
-      po::store(po::parse_config_file(in, o.desc, /*allow_unregistered=*/false), vm);
+      po::store(parsed, vm);
     } catch (const po::error& e) {
       rethrow_usage(e, "job file '" + path + "': ", o.desc, /*job_file=*/true);
     }

@@ -43,6 +43,27 @@ int run(const std::string& cmd, const std::vector<std::string>& args) {
   DT_USAGE("unknown command '", cmd, "'\n", usage());
 }
 
+// Every rank of one launch must run the same subcommand ("train", "bench
+// comm", …): an MPMD launch that started another on some rank left the others
+// waiting in their first collective, silent, until the start-up guard's 300 s
+// (a helper's finding, 2026-12-04). The first collective of every dtrain
+// process is therefore this one: an allgather of each rank's subcommand, right
+// after MPI_Init. Returns the rank of the first that differs from rank 0's, or
+// -1; `theirs` gets its subcommand.
+int rank_running_another_command(const std::string& mine, int world, std::string& theirs) {
+  constexpr int kLen = 48;
+  char me[kLen] = {};
+  std::snprintf(me, kLen, "%s", mine.c_str());
+  std::vector<char> all(size_t(kLen) * size_t(world));
+  MPI_Allgather(me, kLen, MPI_CHAR, all.data(), kLen, MPI_CHAR, MPI_COMM_WORLD);
+  for (int r = 1; r < world; ++r)
+    if (std::strncmp(all.data(), all.data() + size_t(r) * kLen, kLen) != 0) {
+      theirs.assign(all.data() + size_t(r) * kLen, strnlen(all.data() + size_t(r) * kLen, kLen));
+      return r;
+    }
+  return -1;
+}
+
 // Runs the command; a failure becomes its message and exit code through the
 // exit protocol (engine/exit.hpp: under MPI once exit_init ran, else printed).
 int run_guarded(const std::string& cmd, const std::vector<std::string>& args) {
@@ -96,6 +117,18 @@ int main(int argc, char** argv) {
     MPI_Init_thread(&argc, &argv, mpi ? MPI_THREAD_MULTIPLE : MPI_THREAD_SINGLE, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world);
+    const std::string label = "dtrain " + cmd + (cmd == "bench" && !args.empty() ? " " + args[0] : "");
+    std::string theirs;
+    if (const int other = world > 1 ? rank_running_another_command(label, world, theirs) : -1; other >= 0) {
+      if (rank == 0)
+        std::fprintf(stderr,
+                     "dtrain: error: rank %d runs '%s', rank 0 '%s': every rank of one launch must run the same "
+                     "command (an MPMD launch or appfile with another command?)\n",
+                     other, theirs.c_str(), label.c_str());
+      std::fflush(stderr);
+      MPI_Finalize();
+      return dtrain::kExitUsage;
+    }
   }
   if (serial_under_mpi) {
     int code = dtrain::kExitOk;

@@ -41,6 +41,18 @@ TEST_CASE("job file values, command-line overrides", "[config]") {
   CHECK(c.epochs == 10);  // default
 }
 
+// Two job-file mistakes a helper found (2026-12-04): a byte-order mark made the
+// first key "unknown" with the mark invisible; a `job` key was silently ignored.
+TEST_CASE("a job file with a byte-order mark reads, one naming another job file is refused", "[config]") {
+  TrainConfig c;
+  REQUIRE(parse_train_args({"--job", write_job("bom.ini", "\xEF\xBB\xBFmodel = resnet20\ntrain-data = a.h5\n")}, c));
+  CHECK(c.model == "resnet20");
+  const std::string inner = write_job("inner.ini", "lr = 0.5\n");
+  const std::string outer = write_job("outer.ini", "train-data = a.h5\njob = " + inner + "\n");
+  const std::string m = usage_message({"--job", outer});
+  CHECK_THAT(m, Catch::Contains(outer) && Catch::Contains("key 'job'") && Catch::Contains("cannot name another"));
+}
+
 TEST_CASE("bad jobs are usage errors naming the key", "[config]") {
   std::string unknown = write_job("unknown.ini", "train-data = a.h5\nminibath = 3\n");
   std::string m = usage_message({"--job", unknown});
@@ -64,6 +76,8 @@ TEST_CASE("bad jobs are usage errors naming the key", "[config]") {
   CHECK_THAT(usage_message({"--train-data", "a.h5", "--ps", "1"}), Catch::Contains("'ps'"));
   CHECK_THAT(usage_message({"--train-data", "a.h5", "--ranks-per-node", "-1"}), Catch::Contains("ranks-per-node"));
   CHECK_THAT(usage_message({"--train-data", "a.h5", "--max-chunk-elems", "0"}), Catch::Contains("max-chunk-elems"));
+  CHECK_THAT(usage_message({"--train-data", "a.h5", "--max-chunk-elems", "1023"}),
+             Catch::Contains("max-chunk-elems") && Catch::Contains("[1024, 2^31), got 1023"));
 }
 
 TEST_CASE("an unknown option or key names the nearest valid one", "[config]") {

@@ -116,6 +116,9 @@ expect_exit 2 "cut/ckpt-0000000020.h5" -- "$DTRAIN" train "${lenet[@]}" --resume
 # A job whose ranks were started with different arguments.
 expect_exit 2 "runs another job than rank 0" -- bounded 120 mpirun -np 2 --oversubscribe "$DTRAIN" train "${lenet[@]}" \
   --max-steps 5 : -np 1 "$DTRAIN" train "${lenet[@]}" --max-steps 6
+# … or another command on one rank: named at once, not a silent wait in the first collective.
+expect_exit 2 "rank 2 runs 'dtrain bench comm', rank 0 'dtrain train'" -- bounded 120 mpirun -np 2 --oversubscribe \
+  "$DTRAIN" train "${lenet[@]}" --max-steps 5 : -np 1 "$DTRAIN" bench comm
 
 # --- 3. an Inf in one worker's gradient at step 7
 # (ps: the Inf is in the last range backward reports, so the server has returned
