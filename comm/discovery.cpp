@@ -9,6 +9,7 @@
 
 #include "core/error.hpp"
 #include "core/hash.hpp"
+#include "core/median.hpp"
 
 namespace dtrain::comm {
 
@@ -130,8 +131,7 @@ double pingpong_seconds(MPI_Comm c, int a, int b, size_t bytes, int iters, bool 
     if (i > 0) t.push_back(dt);
   }
   if (fastest) return *std::min_element(t.begin(), t.end());
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return median(t);
 }
 
 }  // namespace dtrain::comm

@@ -42,6 +42,7 @@
 #include <algorithm>
 #include <boost/program_options.hpp>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <sstream>
@@ -56,6 +57,7 @@
 #include "core/error.hpp"
 #include "engine/options.hpp"
 #include "engine/commands.hpp"
+#include "engine/report.hpp"  // median
 #include "engine/tune_profile.hpp"
 
 namespace po = boost::program_options;
@@ -66,16 +68,14 @@ namespace {
 
 double now() { return MPI_Wtime(); }
 
+// "256 KiB", "1.5 KiB", "320 B": whole numbers where the size is whole in its
+// unit, else 3 significant digits, so no two rows of a table read alike.
 std::string size_label(double bytes) {
+  const double v = bytes >= 1048576 ? bytes / 1048576 : bytes >= 1024 ? bytes / 1024 : bytes;
+  const char* unit = bytes >= 1048576 ? "MiB" : bytes >= 1024 ? "KiB" : "B";
   char label[32];
-  if (bytes >= 1048576) std::snprintf(label, sizeof label, "%.0f MiB", bytes / 1048576);
-  else std::snprintf(label, sizeof label, "%.0f KiB", bytes / 1024);
+  std::snprintf(label, sizeof label, v == std::round(v) ? "%.0f %s" : "%.3g %s", v, unit);
   return label;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 // One call of op on every rank of c, timed on the slowest rank (seconds; the

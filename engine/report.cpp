@@ -19,13 +19,6 @@
 
 namespace dtrain::engine {
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 namespace {
 
 // Field readers for one record (a line of a metrics file): each failure is a

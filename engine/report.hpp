@@ -33,12 +33,12 @@
 #include "comm/exchange.hpp"
 #include "comm/wait.hpp"
 #include "engine/config.hpp"
+#include "core/median.hpp"
 #include "engine/trainer.hpp"
 
 namespace dtrain::engine {
 
-// The median of v (the mean of the middle two for an even count); 0 for none.
-double median(std::vector<double> v);
+using ::dtrain::median;  // core/median.hpp
 
 // A finished run as report reads it: the run record's fields, and the medians
 // over its log intervals (the first dropped when there are more than two).

@@ -242,7 +242,8 @@ TrainJob::TrainJob(const TrainConfig& c, MPI_Comm world) : cfg(c), topo(world, t
   if (cfg.max_train_samples > 0) n_train = std::min(n_train, cfg.max_train_samples);
   if (n_train < global_batch())
     DT_USAGE("option 'minibatch': the training set ", cfg.train_data, " has ", n_train,
-             " samples (max-train-samples applied), fewer than one global batch of ", topo.num_workers(),
+             " samples", n_train < train_set->n() ? " (with max-train-samples)" : "",
+             ", fewer than one global batch of ", topo.num_workers(),
              " workers × ", cfg.minibatch);
   sampler.emplace(n_train, topo.num_workers(), topo.is_worker() ? topo.worker_index() : 0, cfg.minibatch,
                   static_cast<uint64_t>(cfg.seed));

@@ -177,9 +177,7 @@ const ComputePoint& print_candidates(const TuneOptions& t, const TrainConfig& cf
       q.process_t_c = m.process_t_c;
       q.time_share = m.time_share;
       q.memory_bytes += m.workspace;  // cuDNN's chosen convolution workspace (0 on the CPU)
-      std::vector<double> s = m.process_t_c;
-      std::sort(s.begin(), s.end());
-      q.t_c = s.size() % 2 ? s[s.size() / 2] : 0.5 * (s[s.size() / 2 - 1] + s[s.size() / 2]);
+      q.t_c = median(m.process_t_c);
       for (double b : m.backgrounds) q.background += b / static_cast<double>(m.backgrounds.size());
     }
     q.images_per_s = x / q.t_c;
