@@ -12,6 +12,7 @@
 
 #include <fcntl.h>
 #include <hdf5.h>
+#include <sys/file.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -21,6 +22,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <vector>
 #include <filesystem>
 #include <optional>
@@ -182,6 +184,42 @@ static bool is_our_temporary(const std::string& name) {
   for (const char* prefix : {".tmp-ckpt-", ".tmp-latest.", ".tmp-probe."})
     if (name.starts_with(prefix)) return true;
   return false;
+}
+
+void CheckpointStore::lock() {
+  if (lock_fd_) return;
+  const std::string path = (fs::path(dir_) / ".lock").string();
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) DT_USAGE("option 'checkpoint-dir': cannot open ", path, " to lock the folder: ", std::strerror(errno));
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    if (err == EWOULDBLOCK) {
+      char holder[256] = {};
+      const ssize_t n = ::pread(fd, holder, sizeof holder - 1, 0);
+      ::close(fd);
+      std::string who(holder, n > 0 ? size_t(n) : 0);
+      while (!who.empty() && (who.back() == '\n' || who.back() == ' ')) who.pop_back();
+      DT_USAGE("option 'checkpoint-dir': ", dir_, " is in use by another job (",
+               who.empty() ? std::string("its ") + path + " is locked" : who,
+               "): two jobs writing one folder overwrite and prune each other's checkpoints; wait for it to "
+               "end, or give another folder");
+    }
+    ::close(fd);
+    log::warn("option 'checkpoint-dir': cannot lock ", path, " (", std::strerror(err),
+              ": a file system without flock?); a second job writing this folder at the same time would go unnoticed");
+    return;
+  }
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  char text[512];
+  const int len = std::snprintf(text, sizeof text, "held by pid %ld on %s since %lld (Unix time)\n",
+                                static_cast<long>(::getpid()), host, static_cast<long long>(std::time(nullptr)));
+  // Best effort: the lock is the flock, the text only names its holder.
+  if (::ftruncate(fd, 0) == 0 && len > 0) (void)!::pwrite(fd, text, size_t(len), 0);
+  lock_fd_ = std::shared_ptr<int>(new int(fd), [](int* p) {
+    ::close(*p);
+    delete p;
+  });
 }
 
 int CheckpointStore::remove_stray_temporaries() const {

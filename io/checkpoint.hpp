@@ -37,6 +37,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -78,6 +79,18 @@ class CheckpointStore {
   // Throws UsageError naming the folder (option 'checkpoint-dir').
   void check_writable(uint64_t need_bytes) const;
 
+  // Takes the folder for this job: an exclusive flock(2) on D/.lock, held
+  // while this store (or a copy) lives, the holder's host, pid and start time
+  // written into it. Two jobs writing one folder (the same job submitted
+  // twice, a requeue while the first still runs) removed each other's
+  // in-flight temporaries and overwrote and pruned each other's checkpoints
+  // (a helper's finding, 2026-12-04). Throws UsageError naming the folder
+  // and the holder when another process holds it. A file system without
+  // flock (some parallel ones; Lustre's localflock locks per node only): a
+  // warning, and no lock. Call after check_writable (the folder exists),
+  // before remove_stray_temporaries.
+  void lock();
+
   // Removes D/.tmp-* left by an interrupted write; returns how many.
   int remove_stray_temporaries() const;
 
@@ -98,6 +111,7 @@ class CheckpointStore {
  private:
   std::string dir_;
   int keep_last_;
+  std::shared_ptr<int> lock_fd_;  // lock(): the open D/.lock, closed (unlocked) with the last copy
 };
 
 // How many kill points a write of a state with `arrays` arrays passes

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <optional>
 
 #include "io/checkpoint.hpp"
 #include "io/h5_util.hpp"
@@ -419,4 +420,41 @@ TEST_CASE("check_writable creates the checkpoint folder and leaves no probe behi
   CHECK(fs::is_empty(folder));
   store.check_writable(0);  // an existing folder is fine too
   CHECK(fs::is_empty(folder));
+}
+
+// Two jobs on one folder overwrote and pruned each other's checkpoints, and the
+// second removed the first one's in-flight temporary (a helper's finding): the
+// folder is locked for a job's life (CheckpointStore::lock, flock on D/.lock).
+TEST_CASE("a checkpoint folder is locked for one job: a second is refused naming the holder", "[checkpoint]") {
+  TempDir dir;
+  const std::string folder = (dir.path() / "ck").string();
+  std::optional<CheckpointStore> first(std::in_place, folder, 2);
+  first->check_writable(0);
+  first->lock();
+  first->lock();  // again by the holder: nothing changes
+  {
+    CheckpointStore copy = *first;  // a copy shares the lock
+  }
+  CheckpointStore second(folder, 2);
+  const std::string msg = usage_error_message([&] { second.lock(); });
+  INFO(msg);
+  CHECK_THAT(msg, Contains(folder) && Contains("in use by another job") &&
+                      Contains("held by pid " + std::to_string(::getpid())));
+  first.reset();  // the first job ends: the folder is free
+  second.lock();
+  // A forked process (another job) is refused while this one holds it.
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    CheckpointStore other(folder, 2);
+    try {
+      other.lock();
+    } catch (const dtrain::UsageError&) {
+      ::_exit(2);
+    }
+    ::_exit(0);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 2);
 }

@@ -116,6 +116,14 @@ expect_exit 2 "cut/ckpt-0000000020.h5" -- "$DTRAIN" train "${lenet[@]}" --resume
 # A job whose ranks were started with different arguments.
 expect_exit 2 "runs another job than rank 0" -- bounded 120 mpirun -np 2 --oversubscribe "$DTRAIN" train "${lenet[@]}" \
   --max-steps 5 : -np 1 "$DTRAIN" train "${lenet[@]}" --max-steps 6
+# A folder another job holds (flock on its .lock, io/checkpoint.hpp CheckpointStore::lock): refused at
+# once, naming the holder; nothing in it touched (a second job once removed the first's live temporary).
+mkdir -p held && echo "held by pid 4242 on node17 since 0 (Unix time)" > held/.lock && : > held/.tmp-ckpt-0000000009.h5.4242
+exec 9<held/.lock && flock -x -n 9 || fail "could not flock held/.lock"
+expect_exit 2 "held is in use by another job (held by pid 4242 on node17" -- "$DTRAIN" train "${lenet[@]}" \
+  --checkpoint-dir held --max-steps 5
+exec 9<&-
+[ -e held/.tmp-ckpt-0000000009.h5.4242 ] || fail "a refused job removed the holder's temporary file"
 # … or another command on one rank: named at once, not a silent wait in the first collective.
 expect_exit 2 "rank 2 runs 'dtrain bench comm', rank 0 'dtrain train'" -- bounded 120 mpirun -np 2 --oversubscribe \
   "$DTRAIN" train "${lenet[@]}" --max-steps 5 : -np 1 "$DTRAIN" bench comm
