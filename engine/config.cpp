@@ -339,7 +339,9 @@ bool parse_train_args(const std::vector<std::string>& args, TrainConfig& cfg) {
   Options o(cfg);
   po::variables_map vm;
   try {
-    po::store(po::command_line_parser(args).options(o.desc).style(option_style()).run(), vm);
+    const po::parsed_options parsed = po::command_line_parser(args).options(o.desc).style(option_style()).run();
+    refuse_option_like_values(parsed, "command line: ");
+    po::store(parsed, vm);
   } catch (const po::error& e) {
     rethrow_usage(e, "command line: ", o.desc);
   }

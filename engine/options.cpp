@@ -67,13 +67,23 @@ void rethrow_usage(const po::error& e, const std::string& where, const po::optio
   DT_USAGE(where, e.what(), hint);
 }
 
+void refuse_option_like_values(const po::parsed_options& parsed, const std::string& where) {
+  for (const po::option& opt : parsed.options)
+    for (const std::string& v : opt.value)
+      if (v.size() > 2 && v.starts_with("--") && !opt.string_key.empty())
+        DT_USAGE(where, "option '", opt.string_key, "' got the value '", v,
+                 "', which looks like an option: was its value left empty (an unset shell variable)?");
+}
+
 po::variables_map parse_command_line(const std::vector<std::string>& args, const po::options_description& desc,
                                      const std::string& where, const po::positional_options_description* pos) {
   po::variables_map vm;
   try {
     auto p = po::command_line_parser(args).options(desc).style(option_style());
     if (pos) p.positional(*pos);
-    po::store(p.run(), vm);
+    const po::parsed_options parsed = p.run();
+    refuse_option_like_values(parsed, where);
+    po::store(parsed, vm);
     po::notify(vm);
   } catch (const po::error& e) {
     rethrow_usage(e, where, desc);

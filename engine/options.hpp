@@ -31,7 +31,13 @@ std::string nearest_option(const std::string& name, const po::options_descriptio
 [[noreturn]] void rethrow_usage(const po::error& e, const std::string& where,
                                 const po::options_description& desc, bool job_file = false);
 
-// store + notify of a command line, through rethrow_usage on any error.
+// Throws UsageError when an option's value starts with "--": `--save-params
+// $EMPTY --metrics m.jsonl` took "--metrics" as the file name and wrote a file
+// of that name (a helper's finding, 2026-12-04). No dtrain value starts so.
+void refuse_option_like_values(const po::parsed_options& parsed, const std::string& where);
+
+// store + notify of a command line, through rethrow_usage on any error, and
+// refuse_option_like_values.
 // where: e.g. "dtrain report: ".
 po::variables_map parse_command_line(const std::vector<std::string>& args, const po::options_description& desc,
                                      const std::string& where,

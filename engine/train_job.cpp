@@ -201,6 +201,14 @@ TrainJob::TrainJob(const TrainConfig& c, MPI_Comm world) : cfg(c), topo(world, t
   const io::TaskCpuSplit split = choose_thread_counts(cfg, topo.ranks_on_host(), cpus.share());
   threads = split.compute;
   loader_threads = split.loaders;
+  // An explicit --threads beyond the rank's share of its CPUs: OpenMP and
+  // oneDNN's teams spin on CPUs other ranks compute on, and a step took
+  // 10–100× longer, without a word (a helper's finding, 2026-12-04).
+  if (cfg.threads > cpus.share() && !settings::slurm_cpus_per_task() && topo.rank() == 0)
+    log::warn("--threads ", cfg.threads, " but this rank's share of its CPUs is ", cpus.share(), " (",
+              cpus.cpus.size(), " CPU(s) shared by ", cpus.sharers,
+              " rank(s)): the compute threads oversubscribe the CPUs, and a step may run many times slower; "
+              "--threads 0 takes the share");
   layers::set_cpu_threads(threads);
   // Compute threads pinned to the cores the rank owns (engine/placement.hpp),
   // unless OMP_PROC_BIND has the runtime bind them.

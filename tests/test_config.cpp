@@ -76,6 +76,8 @@ TEST_CASE("bad jobs are usage errors naming the key", "[config]") {
   CHECK_THAT(usage_message({"--train-data", "a.h5", "--ps", "1"}), Catch::Contains("'ps'"));
   CHECK_THAT(usage_message({"--train-data", "a.h5", "--ranks-per-node", "-1"}), Catch::Contains("ranks-per-node"));
   CHECK_THAT(usage_message({"--train-data", "a.h5", "--max-chunk-elems", "0"}), Catch::Contains("max-chunk-elems"));
+  CHECK_THAT(usage_message({"--train-data", "a.h5", "--save-params", "--metrics", "m.jsonl"}),
+             Catch::Contains("option 'save-params' got the value '--metrics', which looks like an option"));
   CHECK_THAT(usage_message({"--train-data", "a.h5", "--max-chunk-elems", "1023"}),
              Catch::Contains("max-chunk-elems") && Catch::Contains("[1024, 2^31), got 1023"));
 }

@@ -122,6 +122,13 @@ out=$(mpirun -np 1 --bind-to core "$DTRAIN" "${one[@]}" 2>&1) || fail "mpirun -n
 grep -qE "rank 0 worker .* threads 1 \+ 1 loader" <<<"$out" ||
   fail "a rank bound to one core does not compute on one thread: $(grep 'rank 0' <<<"$out")"
 echo "ok: one CPU, one compute thread (taskset and mpirun --bind-to core)"
+# An explicit --threads beyond that share is kept, with a warning (a step ran 10–100× slower without one).
+out=$(taskset -c "$cpu" "$DTRAIN" "${one[@]}" --threads 3 2>&1) || fail "--threads 3 on one CPU failed: $out"
+grep -qF -- "--threads 3 but this rank's share of its CPUs is 1 (1 CPU(s) shared by 1 rank(s))" <<<"$out" ||
+  fail "--threads 3 on one CPU: no oversubscription warning: $out"
+out=$(taskset -c "$cpu" "$DTRAIN" "${one[@]}" --threads 1 2>&1) || fail "--threads 1 on one CPU failed: $out"
+! grep -q "oversubscribe" <<<"$out" || fail "--threads 1 on one CPU warned: $out"
+echo "ok: --threads beyond the rank's CPUs warns"
 
 # 7. dtrain bench compute: its JSON record, and bad values named (exit 2) before any work.
 bc=(bench compute --model lenet5 --no-peak)
