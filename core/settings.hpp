@@ -40,6 +40,12 @@
 //   OMPI_COMM_WORLD_SIZE  set by OpenMPI's mpirun for the processes it starts:
 //                         then mpirun, not the allocation, sets the world size
 //   SLURM_CPUS_PER_TASK   default loader / compute thread count
+//   DTRAIN_CHECKPOINT_LOCK_WAIT  seconds a job waits for another process's lock
+//                         on its --checkpoint-dir before it is refused
+//                         (io::CheckpointStore::lock). Default 120 under Slurm
+//                         (SLURM_JOB_ID set): a job requeued after its node
+//                         died may find its predecessor's lock on a network
+//                         file system until the server's lease ends; else 0
 //   CUDA_VISIBLE_DEVICES  shown in the start-up placement table (the CUDA
 //                         runtime itself applies it)
 #pragma once
@@ -75,6 +81,10 @@ inline std::optional<std::string> trace_samples() { return get("DTRAIN_TRACE_SAM
 inline std::optional<long> slurm_ntasks() { return get_long("SLURM_NTASKS"); }
 inline bool started_by_mpirun() { return get("OMPI_COMM_WORLD_SIZE").has_value(); }
 inline std::optional<long> slurm_cpus_per_task() { return get_long("SLURM_CPUS_PER_TASK"); }
+inline double checkpoint_lock_wait_s() {
+  const std::optional<long> v = get_long("DTRAIN_CHECKPOINT_LOCK_WAIT");
+  return v ? static_cast<double>(*v) : get("SLURM_JOB_ID") ? 120.0 : 0.0;
+}
 inline std::optional<std::string> cuda_visible_devices() { return get("CUDA_VISIBLE_DEVICES"); }
 
 }  // namespace dtrain::settings

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "core/error.hpp"
+#include "core/settings.hpp"
 #include "core/format.hpp"
 #include "layers/format.hpp"
 #include "core/hash.hpp"
@@ -203,7 +204,7 @@ bool Checkpointer::prepare() {
       // keep + 1 checkpoints exist at once: the new one is written before the oldest is removed.
       const uint64_t one = (2 * P + static_cast<size_t>(job_.topo.num_workers()) * nb) * sizeof(float) + (1u << 20);
       store_->check_writable(static_cast<uint64_t>(cfg.checkpoint_keep + 1) * one);
-      store_->lock();  // held for the job's life: another job on this folder is refused
+      store_->lock(settings::checkpoint_lock_wait_s());  // held for the job's life: another job is refused
       if (const int n = store_->remove_stray_temporaries(); n > 0)
         log::info("dtrain: removed ", n, " temporary file(s) of an interrupted checkpoint write in ", store_->dir());
       if (cfg.resume == "none" && !store_->list().empty())

@@ -17,6 +17,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <thread>
+#include <chrono>
 #include <atomic>
 #include <cerrno>
 #include <csignal>
@@ -186,19 +188,32 @@ static bool is_our_temporary(const std::string& name) {
   return false;
 }
 
-void CheckpointStore::lock() {
+void CheckpointStore::lock(double wait_s) {
   if (lock_fd_) return;
   const std::string path = (fs::path(dir_) / ".lock").string();
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) DT_USAGE("option 'checkpoint-dir': cannot open ", path, " to lock the folder: ", std::strerror(errno));
+  auto holder = [&] {
+    char text[256] = {};
+    const ssize_t n = ::pread(fd, text, sizeof text - 1, 0);
+    std::string who(text, n > 0 ? size_t(n) : 0);
+    while (!who.empty() && (who.back() == '\n' || who.back() == ' ')) who.pop_back();
+    return who;
+  };
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_s);
+  bool said = false;
+  while (::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK && std::chrono::steady_clock::now() < give_up) {
+    if (!said)
+      log::info("dtrain: ", dir_, " is locked (", holder(), "); waiting up to ", wait_s,
+                " s for it (DTRAIN_CHECKPOINT_LOCK_WAIT)");
+    said = true;
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
     if (err == EWOULDBLOCK) {
-      char holder[256] = {};
-      const ssize_t n = ::pread(fd, holder, sizeof holder - 1, 0);
+      const std::string who = holder();
       ::close(fd);
-      std::string who(holder, n > 0 ? size_t(n) : 0);
-      while (!who.empty() && (who.back() == '\n' || who.back() == ' ')) who.pop_back();
       DT_USAGE("option 'checkpoint-dir': ", dir_, " is in use by another job (",
                who.empty() ? std::string("its ") + path + " is locked" : who,
                "): two jobs writing one folder overwrite and prune each other's checkpoints; wait for it to "

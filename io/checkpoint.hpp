@@ -87,9 +87,12 @@ class CheckpointStore {
   // (a helper's finding, 2026-12-04). Throws UsageError naming the folder
   // and the holder when another process holds it. A file system without
   // flock (some parallel ones; Lustre's localflock locks per node only): a
-  // warning, and no lock. Call after check_writable (the folder exists),
-  // before remove_stray_temporaries.
-  void lock();
+  // warning, and no lock. Held by another, it retries each second for up to
+  // wait_s seconds first (saying so once): on a network file system the lock
+  // of a job whose node died lasts until the server's lease ends, and a
+  // requeued job must not be refused for its own predecessor. Call after
+  // check_writable (the folder exists), before remove_stray_temporaries.
+  void lock(double wait_s = 0);
 
   // Removes D/.tmp-* left by an interrupted write; returns how many.
   int remove_stray_temporaries() const;

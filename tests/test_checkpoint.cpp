@@ -14,6 +14,8 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <chrono>
+#include <thread>
 #include <optional>
 
 #include "io/checkpoint.hpp"
@@ -457,4 +459,27 @@ TEST_CASE("a checkpoint folder is locked for one job: a second is refused naming
   REQUIRE(::waitpid(pid, &status, 0) == pid);
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 2);
+}
+
+// A requeued job may find its dead predecessor's lock until a network file
+// server's lease ends: lock(wait_s) retries, and takes the folder once it is free.
+TEST_CASE("a checkpoint folder lock held for a while is taken when released, within the wait", "[checkpoint]") {
+  TempDir dir;
+  const std::string folder = (dir.path() / "ck").string();
+  std::optional<CheckpointStore> first(std::in_place, folder, 2);
+  first->check_writable(0);
+  first->lock();
+  std::thread release([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    first.reset();
+  });
+  CheckpointStore second(folder, 2);
+  const auto t0 = std::chrono::steady_clock::now();
+  second.lock(20);
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  release.join();
+  CHECK(waited >= 1.0);
+  CHECK(waited < 15.0);
+  CheckpointStore third(folder, 2);
+  CHECK_THAT(usage_error_message([&] { third.lock(1); }), Contains("in use by another job"));
 }

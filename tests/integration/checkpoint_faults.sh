@@ -120,8 +120,11 @@ expect_exit 2 "runs another job than rank 0" -- bounded 120 mpirun -np 2 --overs
 # once, naming the holder; nothing in it touched (a second job once removed the first's live temporary).
 mkdir -p held && echo "held by pid 4242 on node17 since 0 (Unix time)" > held/.lock && : > held/.tmp-ckpt-0000000009.h5.4242
 exec 9<held/.lock && flock -x -n 9 || fail "could not flock held/.lock"
-expect_exit 2 "held is in use by another job (held by pid 4242 on node17" -- "$DTRAIN" train "${lenet[@]}" \
-  --checkpoint-dir held --max-steps 5
+expect_exit 2 "held is in use by another job (held by pid 4242 on node17" -- env DTRAIN_CHECKPOINT_LOCK_WAIT=0 \
+  "$DTRAIN" train "${lenet[@]}" --checkpoint-dir held --max-steps 5
+# With a wait (120 s under Slurm: a requeued job and its dead predecessor's lease), it says so, then refuses.
+expect_exit 2 "waiting up to 2 s for it (DTRAIN_CHECKPOINT_LOCK_WAIT)" -- env DTRAIN_CHECKPOINT_LOCK_WAIT=2 \
+  "$DTRAIN" train "${lenet[@]}" --checkpoint-dir held --max-steps 5
 exec 9<&-
 [ -e held/.tmp-ckpt-0000000009.h5.4242 ] || fail "a refused job removed the holder's temporary file"
 # … or another command on one rank: named at once, not a silent wait in the first collective.
