@@ -201,16 +201,16 @@ void CheckpointStore::lock(double wait_s) {
     return who;
   };
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_s);
-  bool said = false;
-  while (::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK && std::chrono::steady_clock::now() < give_up) {
+  int err = 0;  // of the last attempt; 0: locked
+  for (bool said = false;; said = true) {
+    err = ::flock(fd, LOCK_EX | LOCK_NB) == 0 ? 0 : errno;
+    if (err != EWOULDBLOCK || std::chrono::steady_clock::now() >= give_up) break;
     if (!said)
       log::info("dtrain: ", dir_, " is locked (", holder(), "); waiting up to ", wait_s,
                 " s for it (DTRAIN_CHECKPOINT_LOCK_WAIT)");
-    said = true;
     std::this_thread::sleep_for(std::chrono::seconds(1));
   }
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    const int err = errno;
+  if (err != 0) {
     if (err == EWOULDBLOCK) {
       const std::string who = holder();
       ::close(fd);

@@ -16,6 +16,7 @@
 using Catch::Matchers::Contains;
 using dtrain::io::Hdf5Dataset;
 using dtrain::test::TempDir;
+using dtrain::test::error_message;
 using dtrain::test::usage_error_message;
 
 namespace {
@@ -292,16 +293,6 @@ TEST_CASE("a dataset file changed under its reader is an Error naming it, not ze
   const std::string path = dir.file("live.h5");
   Data d = make_random_data(2000, 28, 28, 1, 10, 5);
   dtrain::io::write_dataset(path, d.images, d.n, d.h, d.w, d.c, d.labels, d.classes);
-  auto error_of = [](auto&& f) -> std::string {
-    try {
-      f();
-    } catch (const dtrain::UsageError& e) {
-      return std::string("UsageError: ") + e.what();
-    } catch (const dtrain::Error& e) {
-      return e.what();
-    }
-    return "no error";
-  };
   Hdf5Dataset ds(path);
   const size_t sb = size_t(ds.sample_bytes());
   std::vector<uint8_t> out(2000 * sb);
@@ -309,11 +300,11 @@ TEST_CASE("a dataset file changed under its reader is an Error naming it, not ze
   CHECK(std::equal(out.begin(), out.end(), d.images.begin()));
   SECTION("truncated: the samples past the new end would read as zeros") {
     fs::resize_file(path, fs::file_size(path) / 2);
-    const std::string msg = error_of([&] { ds.read_images({1990, 3, 1999}, out.data()); });
+    const std::string msg = error_message([&] { ds.read_images({1990, 3, 1999}, out.data()); });
     INFO(msg);
     CHECK_THAT(msg, Contains(path) && Contains("/images") && Contains("changed while this job read it") &&
                         Contains(" bytes"));
-    CHECK_THAT(error_of([&] { ds.read_range(0, 10, out.data()); }), Contains("changed while this job read it"));
+    CHECK_THAT(error_message([&] { ds.read_range(0, 10, out.data()); }), Contains("changed while this job read it"));
   }
   SECTION("rewritten in place with the same size: the modification time tells") {
     {
@@ -322,7 +313,7 @@ TEST_CASE("a dataset file changed under its reader is an Error naming it, not ze
       f.put('x');
     }
     fs::last_write_time(path, fs::last_write_time(path) + std::chrono::seconds(5));
-    const std::string msg = error_of([&] { ds.read_range(0, 1, out.data()); });
+    const std::string msg = error_message([&] { ds.read_range(0, 1, out.data()); });
     INFO(msg);
     CHECK_THAT(msg, Contains(path) && Contains("modified since it was opened"));
   }

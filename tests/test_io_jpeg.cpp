@@ -26,6 +26,7 @@ using dtrain::io::ImageShape;
 using dtrain::io::JpegDataset;
 using dtrain::test::StoreImage;
 using dtrain::test::TempDir;
+using dtrain::test::error_message;
 using dtrain::test::usage_error_message;
 
 namespace {
@@ -399,12 +400,7 @@ TEST_CASE("a jpeg store truncated under its reader is an Error naming it", "[jpe
   dtrain::io::StoredSamples st;
   ds->read_stored({0, 1, 39}, st);  // unchanged: reads
   std::filesystem::resize_file(path, std::filesystem::file_size(path) / 2);
-  std::string msg = "no error";
-  try {
-    ds->read_stored({38, 39}, st);
-  } catch (const dtrain::Error& e) {
-    msg = e.what();
-  }
+  const std::string msg = error_message([&] { ds->read_stored({38, 39}, st); });
   INFO(msg);
   CHECK_THAT(msg, Contains(path) && Contains("/jpeg") && Contains("changed while this job read it"));
 }

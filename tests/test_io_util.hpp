@@ -49,6 +49,18 @@ std::string usage_error_message(F&& f) {
   return {};
 }
 
+// Runs f and returns the message of the dtrain::Error (UsageError included)
+// it throws, or "no error".
+template <typename F>
+std::string error_message(F&& f) {
+  try {
+    f();
+  } catch (const dtrain::Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
 // Names of files in dir whose name contains ".tmp." (leftovers of a writer).
 inline int count_temp_files(const std::filesystem::path& dir) {
   int n = 0;
