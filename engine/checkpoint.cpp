@@ -205,6 +205,7 @@ bool Checkpointer::prepare() {
       const uint64_t one = (2 * P + static_cast<size_t>(job_.topo.num_workers()) * nb) * sizeof(float) + (1u << 20);
       store_->check_writable(static_cast<uint64_t>(cfg.checkpoint_keep + 1) * one);
       store_->lock(settings::checkpoint_lock_wait_s());  // held for the job's life: another job is refused
+      store_->check_names_free();
       if (const int n = store_->remove_stray_temporaries(); n > 0)
         log::info("dtrain: removed ", n, " temporary file(s) of an interrupted checkpoint write in ", store_->dir());
       if (cfg.resume == "none" && !store_->list().empty())

@@ -251,6 +251,23 @@ int CheckpointStore::remove_stray_temporaries() const {
   return removed;
 }
 
+void CheckpointStore::check_names_free() const {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir_, ec)) {
+    const std::string name = e.path().filename().string();
+    int64_t step = 0;
+    if (name != "latest" && !parse_checkpoint_name(name, &step)) continue;
+    // rename(2) replaces a file, a link (not its target) or a special file
+    // in place; only a folder refuses it (EISDIR).
+    std::error_code st;
+    if (e.is_symlink(st) || !e.is_directory(st)) continue;
+    DT_USAGE("option 'checkpoint-dir': ", e.path().string(), " is a folder with a name this run writes (",
+             name == "latest" ? std::string("the latest checkpoint's pointer")
+                              : "the checkpoint of step " + std::to_string(step),
+             "): its checkpoint would fail after the training it keeps; move it away");
+  }
+}
+
 std::string CheckpointStore::write(int64_t step, const CheckpointState& s) const {
   KillPoints kill;
   const fs::path d(dir_);

@@ -97,6 +97,15 @@ class CheckpointStore {
   // Removes D/.tmp-* left by an interrupted write; returns how many.
   int remove_stray_temporaries() const;
 
+  // Before any work: throws UsageError naming the entry when a folder holds
+  // a name this store writes — `latest` or ckpt-<step>.h5 of any step (a
+  // file, link or special file there is replaced by the rename). The rename
+  // would fail (EISDIR) at the first (or a later, or the run's last) checkpoint,
+  // after the training it was to keep (a helper's finding, 2026-12-04: the
+  // run's final checkpoint failed on such a folder, and the job ended before
+  // writing its parameters).
+  void check_names_free() const;
+
   // Writes `s` as the checkpoint of `step` with the protocol above; returns the
   // final path. Throws dtrain::Error naming the file on any I/O failure (the
   // temporary is removed; the previous checkpoint stays the latest).

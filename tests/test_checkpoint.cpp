@@ -424,6 +424,30 @@ TEST_CASE("check_writable creates the checkpoint folder and leaves no probe behi
   CHECK(fs::is_empty(folder));
 }
 
+// A folder named like a future checkpoint made the run's last checkpoint fail
+// after the whole training, and the job ended before writing its parameters
+// (a helper's finding): refused before any work, naming it.
+TEST_CASE("a folder holding a checkpoint's name is refused before any work", "[checkpoint]") {
+  TempDir dir;
+  CheckpointStore store(dir.path().string(), 2);
+  store.write(10, make_state(10));
+  // Files, links and look-alike names are no obstacle to the renames.
+  std::ofstream(dir.file("ckpt-12.h5")) << "x";
+  fs::create_directory(dir.file("ckpt-0000000001.h5.d"));
+  fs::create_symlink(dir.file("nowhere"), dir.file("ckpt-0000000030.h5"));
+  CHECK_NOTHROW(store.check_names_free());
+  for (const char* name : {"ckpt-0000000500.h5", "latest"}) {
+    DYNAMIC_SECTION(name) {
+      if (std::string(name) == "latest") fs::remove(dir.file(name));
+      fs::create_directory(dir.file(name));
+      const std::string msg = usage_error_message([&] { store.check_names_free(); });
+      CHECK_THAT(msg, Contains("option 'checkpoint-dir': " + dir.file(name) + " is a folder"));
+      // Without the check the write fails on it (EISDIR): what the check saves.
+      CHECK_THROWS_AS(store.write(std::string(name) == "latest" ? 20 : 500, make_state(20)), dtrain::Error);
+    }
+  }
+}
+
 // Two jobs on one folder overwrote and pruned each other's checkpoints, and the
 // second removed the first one's in-flight temporary (a helper's finding): the
 // folder is locked for a job's life (CheckpointStore::lock, flock on D/.lock).

@@ -58,6 +58,10 @@ after=$(find . | sort)
 # A folder with checkpoints of an earlier run is not reused silently.
 "$DTRAIN" train "${lenet[@]}" --max-steps 20 --checkpoint-dir old --checkpoint-every-steps 10 --save-params "" > /dev/null 2>&1
 expect_exit 2 "holds checkpoints of an earlier run" -- "$DTRAIN" train "${lenet[@]}" --checkpoint-dir old
+# A folder with a name the run's checkpoints take: refused at the start, not
+# after the training (its final checkpoint failed, and no params.h5 was written).
+mkdir -p squat/ckpt-0000000500.h5
+expect_exit 2 "squat/ckpt-0000000500.h5 is a folder" -- mp 2 "$DTRAIN" train "${lenet[@]}" --max-steps 500 --checkpoint-dir squat
 # Another model's checkpoint.
 expect_exit 2 "old/ckpt-0000000020.h5 is of model lenet5" -- "$DTRAIN" train --job "$SRC/jobs/fashion_resnet.ini" \
   --train-data "$D/fashion-mnist-train.h5" --test-data "" --metrics "" --resume old/ckpt-0000000020.h5
