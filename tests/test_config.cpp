@@ -96,6 +96,20 @@ TEST_CASE("an unknown option or key names the nearest valid one", "[config]") {
   std::filesystem::remove(job);
 }
 
+// Boost says "is invalid" alike for "abc" and for a number out of the type's
+// range (a helper's finding: --lr 1e300); the message says what the option takes.
+TEST_CASE("a value the option's type cannot hold says what the option takes", "[config]") {
+  CHECK_THAT(usage_message({"--train-data", "x.h5", "--lr", "1e300"}),
+             Catch::Contains("'--lr' is invalid (it takes a number of magnitude at most 3.4e38)"));
+  CHECK_THAT(usage_message({"--train-data", "x.h5", "--minibatch", "99999999999"}),
+             Catch::Contains("'--minibatch' is invalid (it takes an integer from -2147483648 to 2147483647)"));
+  CHECK_THAT(usage_message({"--train-data", "x.h5", "--minibatch", "1.5"}), Catch::Contains("it takes an integer"));
+  const std::string job = write_job("range.ini", "model = lenet5\nlr = 1e39\n");
+  CHECK_THAT(usage_message({"--job", job, "--train-data", "x.h5"}),
+             Catch::Contains("option 'lr' is invalid (it takes a number of magnitude at most 3.4e38)"));
+  std::filesystem::remove(job);
+}
+
 TEST_CASE("nearest_option: transpositions count one edit, distant names get nothing", "[config]") {
   namespace po = boost::program_options;
   po::options_description d;
