@@ -358,7 +358,8 @@ void WorkerLoop::count_skip(bool skipped) {
   if (job_.rank() != 0) return;
   if (cfg.on_nonfinite == NonfinitePolicy::abort)
     DT_FAIL("step ", step_, " (epoch ", epoch_ + 1, "): the summed gradient holds an Inf or NaN and "
-            "--on-nonfinite is abort; no rank applied it (the last checkpoint is intact)");
+            "--on-nonfinite is abort; no rank applied it",
+            ckpt_.enabled() ? " (the last checkpoint is intact)" : "");
   if (consecutive_skips_ >= cfg.max_nonfinite_skips)
     DT_FAIL("step ", step_, " (epoch ", epoch_ + 1, "): ", consecutive_skips_,
             consecutive_skips_ == 1 ? " step" : " steps", " in a row had an Inf or NaN in the summed gradient (--max-nonfinite-skips ",

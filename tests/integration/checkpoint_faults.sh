@@ -158,6 +158,7 @@ out=$(DTRAIN_NONFINITE_AT_STEP=7 DTRAIN_NONFINITE_RANK=1 mp 5 "$DTRAIN" train "$
       --max-steps 12 --on-nonfinite abort --save-params "" 2>&1) && fail "abort: the run succeeded"
 grep -q "step 7 (epoch 1): the summed gradient holds an Inf or NaN and --on-nonfinite is abort" <<<"$out" \
   || fail "abort: no message naming step 7: $out"
+! grep -q "checkpoint is intact" <<<"$out" || fail "abort: a checkpoint was said to be intact in a run without one: $out"
 n=$(grep -c "dtrain: error:" <<<"$out" || true)
 [ "$n" = 1 ] || fail "abort: the error was printed $n times"
 echo "ok: --on-nonfinite abort ends the run naming step 7, once"
