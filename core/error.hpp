@@ -12,6 +12,7 @@
 // Check macros (after LBANN_ERROR / ggml's CUDA_CHECK_GEN):
 //   DT_CHECK(cond, msg...)   a precondition; throws Error with the streamed msg
 //   DT_FAIL(msg...)          throw unconditionally
+//   DT_FAIL_SHARED(msg...)   throw a SharedError (a failure every worker meets)
 //   DT_CHECK_MPI(call)       an MPI call returning MPI_SUCCESS (comm/ includes mpi.h)
 //   DT_CHECK_H5(call)        an HDF5 call returning a negative value on failure
 //   DT_CHECK_CUDA(call)      a CUDA runtime call (layers/cuda, comm/nccl_reducer)
@@ -58,6 +59,19 @@ class UsageError : public Error {
   explicit UsageError(const std::string& what) : Error(what, kExitUsage) {}
 };
 
+// A runtime failure (exit 1) that every worker is likely to meet in the same
+// step, such as a diverged loss (the workers hold the same parameters): world
+// rank 0 (always a worker) prints it at once; any other rank waits
+// kSharedErrorGraceS first, so that rank 0's abort ends it silently and the
+// job prints one message, not one per worker (with Open MPI's own errors from
+// the simultaneous aborts). A rank whose rank 0 did not fail prints after the
+// wait. engine/exit.cpp.
+class SharedError : public Error {
+ public:
+  explicit SharedError(const std::string& what) : Error(what, kExitFailure) {}
+};
+inline constexpr double kSharedErrorGraceS = 2.0;
+
 // The rank printed in error messages; -1 until MPI (or the trainer) sets it.
 // The host is this machine's name (gethostname), read once.
 void set_error_rank(int rank);
@@ -88,6 +102,9 @@ std::string where(const char* file, int line);
       throw ::dtrain::Error(::dtrain::detail::where(__FILE__, __LINE__) + "check '" #cond     \
                             "' failed: " + ::dtrain::detail::concat(__VA_ARGS__));            \
   } while (0)
+
+#define DT_FAIL_SHARED(...) \
+  throw ::dtrain::SharedError(::dtrain::detail::where(__FILE__, __LINE__) + ::dtrain::detail::concat(__VA_ARGS__))
 
 // Usage errors are the user's to fix: no source location, exit code 2.
 #define DT_USAGE(...) throw ::dtrain::UsageError(::dtrain::detail::concat(__VA_ARGS__))

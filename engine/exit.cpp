@@ -50,9 +50,13 @@ void exit_init(MPI_Comm world) {
 int exit_on_error(std::exception_ptr e, double agreement_timeout_s) {
   std::string what;
   int code = kExitFailure;
-  bool usage = false;
+  bool usage = false, shared = false;
   try {
     std::rethrow_exception(e);
+  } catch (const SharedError& x) {
+    what = x.what();
+    code = x.exit_code();
+    shared = true;
   } catch (const UsageError& u) {
     what = u.what();
     code = u.exit_code();
@@ -78,6 +82,10 @@ int exit_on_error(std::exception_ptr e, double agreement_timeout_s) {
     }
     print(rank_prefix() + what + " (this rank only; the others went on)");
   } else {
+    // A failure every worker meets (core/error.hpp SharedError): rank 0's
+    // message and abort first; the others print only if they outlive it.
+    if (shared && g_rank != 0)
+      std::this_thread::sleep_for(std::chrono::duration<double>(kSharedErrorGraceS));
     print(what);
   }
   // Let mpirun forward the message before its abort banner.

@@ -15,7 +15,10 @@
 //  * Any other failure (a runtime Error or another exception) is printed at
 //    once by the rank that had it, naming rank and host; stdout and stderr are
 //    flushed and, after a short pause that lets mpirun forward the message
-//    ahead of its own abort banner, MPI_Abort(1) ends every rank.
+//    ahead of its own abort banner, MPI_Abort(1) ends every rank. A
+//    SharedError (a failure every worker meets in the same step: a diverged
+//    loss) is printed at once by rank 0 only; another rank waits
+//    kSharedErrorGraceS first, and is ended by rank 0's abort meanwhile.
 //  * Outside MPI, or in a 1-rank world: print, return the code.
 #pragma once
 

@@ -308,7 +308,7 @@ float WorkerLoop::train_step(int64_t s) {
   // Mean cross-entropy starts near ln K; beyond 1e4 no run recovers into a useful model.
   // A non-finite loss goes with a non-finite gradient: the policy above decided.
   if (std::isfinite(loss) && loss > 1e4)
-    DT_FAIL("training loss is ", loss, " at step ", step_, " (epoch ", epoch_ + 1, ", lr ", lr,
+    DT_FAIL_SHARED("training loss is ", loss, " at step ", step_, " (epoch ", epoch_ + 1, ", lr ", lr,
             "): diverged; lower --lr or check the data");
   interval_.t_io += batch.wait_s;
   interval_.t_compute += std::chrono::duration<double>(t2 - t1).count() - ct.exposed_s;

@@ -16,6 +16,15 @@ expect_exit 2 "unknown command" -- "$DTRAIN" trian
 # Divergence is caught at the step it happens, not carried on as NaN.
 expect_exit 1 "diverged" -- "$DTRAIN" train --train-data "$D/fashion-mnist-train.h5" --lr 1e6 --momentum 0 \
   --max-steps 200 --log-interval 1000
+# ... once for the job, though every worker diverges in the same step (it was
+# printed by each, with Open MPI's errors of the simultaneous aborts).
+out=$(bounded 120 mpirun -np 4 --oversubscribe --bind-to none "$DTRAIN" train --train-data "$D/fashion-mnist-train.h5" \
+      --test-data "" --lr 1e6 --momentum 0 --max-steps 200 --minibatch 16 --threads 1 --metrics "" --save-params "" \
+      --log-interval 1000 2>&1) && fail "np 4 --lr 1e6: the run succeeded"
+n=$(grep -c "dtrain: error:" <<<"$out" || true)
+[ "$n" = 1 ] && grep -q "dtrain: error: rank 0 on .*diverged" <<<"$out" \
+  || fail "np 4 --lr 1e6: wanted one message, from rank 0; got $n: $out"
+echo "ok: a divergence on 4 workers is reported once, by rank 0"
 
 # dtrain report on damaged metrics files and profiles: exit 2 naming the file,
 # the line and the field; never an internal check, a bare JSON exception or inf.
