@@ -140,7 +140,7 @@ void StepChannel::abort_stalled() {
   const int r = std::max(0, ::dtrain::error_rank());
   std::this_thread::sleep_for(std::chrono::milliseconds(500 * std::min(r, 8)));
   const ::dtrain::Error e(::dtrain::detail::where(__FILE__, __LINE__) +
-                          ::dtrain::detail::concat("step ", step, ": the gradient exchange did not complete within ",
+                          ::dtrain::detail::concat("step ", step + 1, ": the gradient exchange did not complete within ",
                                                    timeout_s_, " s (--comm-timeout): a peer rank stalled or died"));
   std::fprintf(stderr, "dtrain: error: %s\n", e.what());
   std::fflush(stdout);

@@ -120,7 +120,7 @@ Watchdog::~Watchdog() {
 }
 
 void Watchdog::report(const std::string& why, int64_t last_step) {
-  const std::string step = last_step >= 0 ? detail::concat("its last step: ", last_step) : "it reported no step yet";
+  const std::string step = last_step >= 0 ? detail::concat("its last step: ", last_step + 1) : "it reported no step yet";
   std::fprintf(stderr, "dtrain: error: rank %d (%s) stopped responding: %s (%s); ending the job\n", pred_,
                pred_name_.c_str(), why.c_str(), step.c_str());
   std::fflush(stdout);

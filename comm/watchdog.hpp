@@ -57,8 +57,10 @@ class Watchdog {
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
 
-  // The step this rank is at (the next heartbeat carries it; a change is sent
-  // within about 0.1 s). Thread-safe, lock-free.
+  // The step this rank is at, as its 0-based index (the next heartbeat
+  // carries it; a change is sent within about 0.1 s); the message names it
+  // as step index + 1, the numbering of progress lines, metrics and
+  // checkpoint names. Thread-safe, lock-free.
   void set_step(int64_t step) { step_.store(step, std::memory_order_relaxed); }
 
   // Rank and "ROLE on HOST" of the rank this one watches (for messages, tests).

@@ -7,6 +7,12 @@
 //   DTRAIN_FASHION_DIR    folder with Fashion-MNIST's gzipped IDX files
 //                         (default /usr/share/datasets/fashion-mnist, Debian's
 //                         dataset-fashion-mnist package)
+// The test-only *_AT_STEP variables take a step's 0-based index (the trainer's
+// loop counter); what a user reads — progress lines, metrics, checkpoint
+// names, and the messages of a diverged loss, a skipped or aborted step, the
+// watchdog and the exchange timeout — counts steps from 1, so index i is
+// "step i + 1" there. The injected failures' own messages name the index.
+//
 //   DTRAIN_FAIL_AT_STEP   test only: the trainer throws at this step (with
 //   DTRAIN_FAIL_RANK      DTRAIN_FAIL_RANK, only on that rank (a worker, or a
 //                         server in its update; a speculating ps server runs

@@ -308,7 +308,7 @@ float WorkerLoop::train_step(int64_t s) {
   // Mean cross-entropy starts near ln K; beyond 1e4 no run recovers into a useful model.
   // A non-finite loss goes with a non-finite gradient: the policy above decided.
   if (std::isfinite(loss) && loss > 1e4)
-    DT_FAIL_SHARED("training loss is ", loss, " at step ", step_, " (epoch ", epoch_ + 1, ", lr ", lr,
+    DT_FAIL_SHARED("training loss is ", loss, " at step ", step_ + 1, " (epoch ", epoch_ + 1, ", lr ", lr,
             "): diverged; lower --lr or check the data");
   interval_.t_io += batch.wait_s;
   interval_.t_compute += std::chrono::duration<double>(t2 - t1).count() - ct.exposed_s;
@@ -357,15 +357,15 @@ void WorkerLoop::count_skip(bool skipped) {
   // message is printed once.
   if (job_.rank() != 0) return;
   if (cfg.on_nonfinite == NonfinitePolicy::abort)
-    DT_FAIL("step ", step_, " (epoch ", epoch_ + 1, "): the summed gradient holds an Inf or NaN and "
+    DT_FAIL("step ", step_ + 1, " (epoch ", epoch_ + 1, "): the summed gradient holds an Inf or NaN and "
             "--on-nonfinite is abort; no rank applied it",
             ckpt_.enabled() ? " (the last checkpoint is intact)" : "");
   if (consecutive_skips_ >= cfg.max_nonfinite_skips)
-    DT_FAIL("step ", step_, " (epoch ", epoch_ + 1, "): ", consecutive_skips_,
+    DT_FAIL("step ", step_ + 1, " (epoch ", epoch_ + 1, "): ", consecutive_skips_,
             consecutive_skips_ == 1 ? " step" : " steps", " in a row had an Inf or NaN in the summed gradient (--max-nonfinite-skips ",
             cfg.max_nonfinite_skips, "): the run diverged; lower --lr, set --clip-grad-norm, or check the data");
   if (job_.rank() == 0)
-    log::warn("step ", step_, ": the summed gradient holds an Inf or NaN; every rank skipped the update (",
+    log::warn("step ", step_ + 1, ": the summed gradient holds an Inf or NaN; every rank skipped the update (",
               nonfinite_skips_, " skipped so far)");
 }
 

@@ -135,7 +135,8 @@ exec 9<&-
 expect_exit 2 "rank 2 runs 'dtrain bench comm', rank 0 'dtrain train'" -- bounded 120 mpirun -np 2 --oversubscribe \
   "$DTRAIN" train "${lenet[@]}" --max-steps 5 : -np 1 "$DTRAIN" bench comm
 
-# --- 3. an Inf in one worker's gradient at step 7
+# --- 3. an Inf in one worker's gradient in step 8 (DTRAIN_NONFINITE_AT_STEP=7: the
+#     0-based index; messages, progress lines and checkpoint names count from 1)
 # (ps: the Inf is in the last range backward reports, so the server has returned
 # the other slices speculatively and rolls the step back: comm::ServeHooks.)
 for mode in allreduce hybrid ps; do
@@ -145,23 +146,23 @@ for mode in allreduce hybrid ps; do
   out=$(DTRAIN_NONFINITE_AT_STEP=7 DTRAIN_NONFINITE_RANK=$inj mp $np "$DTRAIN" train "${lenet[@]}" "${margs[@]}" \
         --max-steps 12 --checkpoint-dir "nf.$mode" --checkpoint-every-steps 1 --checkpoint-keep 20 --save-params "" 2>&1) \
     || fail "$mode: the run with an Inf failed: $out"
-  grep -q "step 7: the summed gradient holds an Inf or NaN; every rank skipped the update" <<<"$out" || fail "$mode: no skip logged: $out"
+  grep -q "step 8: the summed gradient holds an Inf or NaN; every rank skipped the update" <<<"$out" || fail "$mode: no skip logged: $out"
   grep -q "parameters bitwise identical on all 4 workers" <<<"$out" || fail "$mode: workers differ: $out"
-  # Step 7 skipped: the state after 8 steps is the state after 7 (params and momentum), all finite (else no checkpoint).
+  # Step 8 skipped: the state after 8 steps is the state after 7 (params and momentum), all finite (else no checkpoint).
   "$COMPARE_CKPT" "nf.$mode/ckpt-0000000007.h5" "nf.$mode/ckpt-0000000008.h5" params momentum > /dev/null \
-    || fail "$mode: step 7 changed the parameters or the momentum"
+    || fail "$mode: step 8 changed the parameters or the momentum"
   ! "$COMPARE_CKPT" "nf.$mode/ckpt-0000000008.h5" "nf.$mode/ckpt-0000000009.h5" params > /dev/null \
-    || fail "$mode: step 8 did not update"
-  echo "ok: $mode: an Inf in rank $inj's gradient at step 7 → every rank skipped step 7, identical finite parameters"
+    || fail "$mode: step 9 did not update"
+  echo "ok: $mode: an Inf in rank $inj's gradient in step 8 → every rank skipped step 8, identical finite parameters"
 done
 out=$(DTRAIN_NONFINITE_AT_STEP=7 DTRAIN_NONFINITE_RANK=1 mp 5 "$DTRAIN" train "${lenet[@]}" --mode ps --ps 1 \
       --max-steps 12 --on-nonfinite abort --save-params "" 2>&1) && fail "abort: the run succeeded"
-grep -q "step 7 (epoch 1): the summed gradient holds an Inf or NaN and --on-nonfinite is abort" <<<"$out" \
-  || fail "abort: no message naming step 7: $out"
+grep -q "step 8 (epoch 1): the summed gradient holds an Inf or NaN and --on-nonfinite is abort" <<<"$out" \
+  || fail "abort: no message naming step 8: $out"
 ! grep -q "checkpoint is intact" <<<"$out" || fail "abort: a checkpoint was said to be intact in a run without one: $out"
 n=$(grep -c "dtrain: error:" <<<"$out" || true)
 [ "$n" = 1 ] || fail "abort: the error was printed $n times"
-echo "ok: --on-nonfinite abort ends the run naming step 7, once"
+echo "ok: --on-nonfinite abort ends the run naming step 8, once"
 out=$(DTRAIN_NONFINITE_AT_STEP=3 mp 2 "$DTRAIN" train "${lenet[@]}" --max-steps 12 --max-nonfinite-skips 1 \
       --save-params "" 2>&1) && fail "max-nonfinite-skips 1: the run succeeded"
 grep -q "max-nonfinite-skips 1" <<<"$out" || fail "max-nonfinite-skips: no message: $out"

@@ -42,7 +42,7 @@ run_failing() {
 
 # The watchdog's one line, naming rank, role, host and step, printed once.
 expect_watchdog() {
-  local name=$1 rank=$2 role=$3 step=$4
+  local name=$1 rank=$2 role=$3 step=$(($4 + 1))  # $4: the injection's 0-based index; messages count from 1
   grep -qE "^dtrain: error: rank $rank \\($role on $host\\) stopped responding: no heartbeat for [0-9.]+ s \\(its last step: $step\\); ending the job$" <<<"$out" \
     || fail "$name: no watchdog message naming rank $rank ($role on $host) at step $step: $out"
   local n; n=$(grep -c "dtrain: error:" <<<"$out" || true)
