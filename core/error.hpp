@@ -70,7 +70,7 @@ class SharedError : public Error {
  public:
   explicit SharedError(const std::string& what) : Error(what, kExitFailure) {}
 };
-inline constexpr double kSharedErrorGraceS = 2.0;
+inline constexpr double kSharedErrorGraceS = 5.0;  // rank 0 may be seconds behind on a loaded node
 
 // The rank printed in error messages; -1 until MPI (or the trainer) sets it.
 // The host is this machine's name (gethostname), read once.
