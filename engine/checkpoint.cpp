@@ -198,7 +198,9 @@ bool Checkpointer::prepare() {
   const size_t P = net.num_params();
   const size_t nb = static_cast<size_t>(net.buffers().numel());
   int resuming = 0;
-  rank0_usage_check(job_.topo.world(), [&] {
+  // Every refusal below comes after the folder's lock: a refused start takes
+  // its .lock away again (it writes nothing).
+  auto checks = [&] {
     std::string path;
     if (store_) {
       // keep + 1 checkpoints exist at once: the new one is written before the oldest is removed.
@@ -297,6 +299,14 @@ bool Checkpointer::prepare() {
     resume_ = std::move(s);
     resume_path_ = path;
     resuming = 1;
+  };
+  rank0_usage_check(job_.topo.world(), [&] {
+    try {
+      checks();
+    } catch (const UsageError&) {
+      if (store_) store_->release_lock_and_remove();
+      throw;
+    }
   });
   DT_CHECK_MPI(MPI_Bcast(&resuming, 1, MPI_INT, 0, job_.topo.world()));
   return resuming != 0;

@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <hdf5.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -156,7 +157,8 @@ void CheckpointStore::check_writable(uint64_t need_bytes) const {
     DT_USAGE(what, "exists and is not a folder");
   // Folders this check creates are removed again when it refuses: a refused
   // start leaves nothing behind.
-  std::vector<fs::path> created;
+  std::vector<fs::path>& created = created_;
+  created.clear();
   for (fs::path p = fs::absolute(dir_, ec); !p.empty() && !fs::exists(p, ec); p = p.parent_path()) {
     created.push_back(p);
     if (p == p.parent_path()) break;
@@ -191,8 +193,20 @@ static bool is_our_temporary(const std::string& name) {
 void CheckpointStore::lock(double wait_s) {
   if (lock_fd_) return;
   const std::string path = (fs::path(dir_) / ".lock").string();
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) DT_USAGE("option 'checkpoint-dir': cannot open ", path, " to lock the folder: ", std::strerror(errno));
+  int fd = -1;
+  auto open_lock = [&] {
+    fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) DT_USAGE("option 'checkpoint-dir': cannot open ", path, " to lock the folder: ", std::strerror(errno));
+  };
+  // Locked, but is it still the file at `path`? A holder that refused its
+  // start removes the lock file before releasing it (release_lock): a lock
+  // taken on the removed file locks nothing, so open the new one and retry.
+  auto still_there = [&] {
+    struct stat held {}, now {};
+    return ::fstat(fd, &held) == 0 && ::stat(path.c_str(), &now) == 0 && held.st_dev == now.st_dev &&
+           held.st_ino == now.st_ino;
+  };
+  open_lock();
   auto holder = [&] {
     char text[256] = {};
     const ssize_t n = ::pread(fd, text, sizeof text - 1, 0);
@@ -204,6 +218,11 @@ void CheckpointStore::lock(double wait_s) {
   int err = 0;  // of the last attempt; 0: locked
   for (bool said = false;; said = true) {
     err = ::flock(fd, LOCK_EX | LOCK_NB) == 0 ? 0 : errno;
+    if (err == 0 && !still_there()) {
+      ::close(fd);
+      open_lock();
+      continue;
+    }
     if (err != EWOULDBLOCK || std::chrono::steady_clock::now() >= give_up) break;
     if (!said)
       log::info("dtrain: ", dir_, " is locked (", holder(), "); waiting up to ", wait_s,
@@ -237,6 +256,17 @@ void CheckpointStore::lock(double wait_s) {
   });
 }
 
+void CheckpointStore::release_lock_and_remove() {
+  if (!lock_fd_) return;
+  // Removed while still held, then released: a waiter that locks the removed
+  // file sees it gone and takes the next one (lock()).
+  ::unlink((fs::path(dir_) / ".lock").c_str());
+  lock_fd_.reset();
+  std::error_code ec;
+  for (const fs::path& p : created_) fs::remove(p, ec);  // the folders check_writable made; only empty ones go
+  created_.clear();
+}
+
 int CheckpointStore::remove_stray_temporaries() const {
   int removed = 0;
   std::error_code ec;
@@ -256,7 +286,9 @@ void CheckpointStore::check_names_free() const {
   for (const auto& e : fs::directory_iterator(dir_, ec)) {
     const std::string name = e.path().filename().string();
     int64_t step = 0;
-    if (name != "latest" && !parse_checkpoint_name(name, &step)) continue;
+    // Only the names write() makes (ckpt-%010lld.h5: 11 digits for a step of
+    // 10 digits is another name).
+    if (name != "latest" && !(parse_checkpoint_name(name, &step) && name == checkpoint_file_name(step))) continue;
     // rename(2) replaces a file, a link (not its target) or a special file
     // in place; only a folder refuses it (EISDIR).
     std::error_code st;

@@ -36,6 +36,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
@@ -94,6 +95,14 @@ class CheckpointStore {
   // check_writable (the folder exists), before remove_stray_temporaries.
   void lock(double wait_s = 0);
 
+  // A start refused after lock(): removes D/.lock (a refused start writes
+  // nothing) and releases it, and the folders check_writable created if they
+  // are empty; no-op when this store holds no lock (the lock
+  // of another job is never removed). A process waiting for the lock then
+  // finds its file gone and locks the new one (lock() checks that the file
+  // it locked is still D/.lock).
+  void release_lock_and_remove();
+
   // Removes D/.tmp-* left by an interrupted write; returns how many.
   int remove_stray_temporaries() const;
 
@@ -123,7 +132,8 @@ class CheckpointStore {
  private:
   std::string dir_;
   int keep_last_;
-  std::shared_ptr<int> lock_fd_;  // lock(): the open D/.lock, closed (unlocked) with the last copy
+  std::shared_ptr<int> lock_fd_;
+  mutable std::vector<std::filesystem::path> created_;  // check_writable: folders it made, innermost first  // lock(): the open D/.lock, closed (unlocked) with the last copy
 };
 
 // How many kill points a write of a state with `arrays` arrays passes

@@ -435,6 +435,7 @@ TEST_CASE("a folder holding a checkpoint's name is refused before any work", "[c
   std::ofstream(dir.file("ckpt-12.h5")) << "x";
   fs::create_directory(dir.file("ckpt-0000000001.h5.d"));
   fs::create_symlink(dir.file("nowhere"), dir.file("ckpt-0000000030.h5"));
+  fs::create_directory(dir.file("ckpt-00000000500.h5"));  // 11 digits: not a name write() makes for step 500
   CHECK_NOTHROW(store.check_names_free());
   for (const char* name : {"ckpt-0000000500.h5", "latest"}) {
     DYNAMIC_SECTION(name) {
@@ -506,4 +507,45 @@ TEST_CASE("a checkpoint folder lock held for a while is taken when released, wit
   CHECK(waited < 15.0);
   CheckpointStore third(folder, 2);
   CHECK_THAT(usage_error_message([&] { third.lock(1); }), Contains("in use by another job"));
+}
+
+// A refused start wrote nothing but left its D/.lock (a walkthrough's finding):
+// it is removed while still held. A job that waited on the removed file must
+// not then count as holding the folder beside the job that took the new one.
+TEST_CASE("a refused start removes its lock file; a waiter on the removed file locks the new one", "[checkpoint]") {
+  TempDir dir;
+  const fs::path folder = dir.path() / "a" / "ck";
+  const std::string lock_file = (folder / ".lock").string();
+  {
+    CheckpointStore refused(folder.string(), 2);
+    refused.check_writable(0);
+    refused.lock();
+    REQUIRE(fs::exists(lock_file));
+    refused.release_lock_and_remove();
+    CHECK_FALSE(fs::exists(lock_file));
+    CHECK_FALSE(fs::exists(dir.path() / "a"));  // the folders check_writable made, empty, go too
+  }
+  fs::create_directories(folder);  // an existing folder: release_lock_and_remove keeps it
+  CheckpointStore first(folder.string(), 2);
+  first.check_writable(0);
+  first.lock();
+  CheckpointStore other(folder.string(), 2);
+  other.release_lock_and_remove();  // holds no lock: never removes another job's
+  CHECK(fs::exists(lock_file));
+  std::string waiter_msg = "took the lock";
+  std::thread waiter([&] {
+    CheckpointStore w(folder.string(), 2);
+    waiter_msg = usage_error_message([&] { w.lock(4); });  // opens the current .lock, waits on it
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  first.release_lock_and_remove();  // the waiter's file is gone
+  CheckpointStore next(folder.string(), 2);
+  try {
+    next.lock();  // a new .lock, held
+  } catch (...) {
+    waiter.join();
+    throw;
+  }
+  waiter.join();
+  CHECK_THAT(waiter_msg, Contains("in use by another job"));
 }

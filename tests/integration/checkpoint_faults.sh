@@ -62,6 +62,7 @@ expect_exit 2 "holds checkpoints of an earlier run" -- "$DTRAIN" train "${lenet[
 # after the training (its final checkpoint failed, and no params.h5 was written).
 mkdir -p squat/ckpt-0000000500.h5
 expect_exit 2 "squat/ckpt-0000000500.h5 is a folder" -- mp 2 "$DTRAIN" train "${lenet[@]}" --max-steps 500 --checkpoint-dir squat
+[ ! -e squat/.lock ] || fail "the refused start left squat/.lock"
 # Another model's checkpoint.
 expect_exit 2 "old/ckpt-0000000020.h5 is of model lenet5" -- "$DTRAIN" train --job "$SRC/jobs/fashion_resnet.ini" \
   --train-data "$D/fashion-mnist-train.h5" --test-data "" --metrics "" --resume old/ckpt-0000000020.h5
