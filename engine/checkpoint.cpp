@@ -309,6 +309,7 @@ bool Checkpointer::prepare() {
     }
   });
   DT_CHECK_MPI(MPI_Bcast(&resuming, 1, MPI_INT, 0, job_.topo.world()));
+  has_checkpoint_ = store_ && resuming != 0;
   return resuming != 0;
 }
 
@@ -413,6 +414,7 @@ bool Checkpointer::due_by_time() const {
 
 void Checkpointer::take(const LoopState& st, comm::Exchange* ex, bool final) {
   DT_CHECK(store_, "take() without --checkpoint-dir");
+  has_checkpoint_ = true;  // this one, or (if its write fails) the job ends with that error
   const double t0 = now_s();
   layers::Net& net = *job_.net;
   layers::Backend& be = *job_.backend;

@@ -74,6 +74,10 @@ class Checkpointer {
   Checkpointer& operator=(const Checkpointer&) = delete;
 
   bool enabled() const { return store_ != nullptr; }
+  // Whether the folder holds a checkpoint of this run's history: one was
+  // taken, or the run resumed from one. For messages ("the last checkpoint is
+  // intact").
+  bool has_checkpoint() const { return has_checkpoint_; }
 
   // Collective over the world, before anything is written (exit 2 on every
   // rank with rank 0's message): rank 0 checks the folder (writable, free
@@ -115,6 +119,7 @@ class Checkpointer {
   std::unique_ptr<Writer> writer_;               // rank 0
   std::optional<io::CheckpointState> resume_;    // rank 0, between prepare and restore
   std::string resume_path_;                      // rank 0: its file
+  bool has_checkpoint_ = false;                  // has_checkpoint()
   double last_time_ = 0;                         // steady clock of the last checkpoint (rank 0)
 };
 

@@ -359,7 +359,7 @@ void WorkerLoop::count_skip(bool skipped) {
   if (cfg.on_nonfinite == NonfinitePolicy::abort)
     DT_FAIL("step ", step_ + 1, " (epoch ", epoch_ + 1, "): the summed gradient holds an Inf or NaN and "
             "--on-nonfinite is abort; no rank applied it",
-            ckpt_.enabled() ? " (the last checkpoint is intact)" : "");
+            ckpt_.has_checkpoint() ? " (the last checkpoint is intact)" : "");
   if (consecutive_skips_ >= cfg.max_nonfinite_skips)
     DT_FAIL("step ", step_ + 1, " (epoch ", epoch_ + 1, "): ", consecutive_skips_,
             consecutive_skips_ == 1 ? " step" : " steps", " in a row had an Inf or NaN in the summed gradient (--max-nonfinite-skips ",

@@ -164,6 +164,14 @@ grep -q "step 8 (epoch 1): the summed gradient holds an Inf or NaN and --on-nonf
 n=$(grep -c "dtrain: error:" <<<"$out" || true)
 [ "$n" = 1 ] || fail "abort: the error was printed $n times"
 echo "ok: --on-nonfinite abort ends the run naming step 8, once"
+# With a checkpoint folder the claim needs a checkpoint: none before step 10, one after.
+for every in 10 2; do
+  out=$(DTRAIN_NONFINITE_AT_STEP=5 "$DTRAIN" train "${lenet[@]}" --max-steps 12 --on-nonfinite abort --save-params "" \
+        --checkpoint-dir "abort$every" --checkpoint-every-steps $every 2>&1) && fail "abort, every $every: the run succeeded"
+  claim=no; grep -q "the last checkpoint is intact" <<<"$out" && claim=yes
+  [ "$claim" = "$([ "$every" = 2 ] && echo yes || echo no)" ] || fail "abort, every $every: claims an intact checkpoint: $claim: $out"
+done
+echo "ok: --on-nonfinite abort says a checkpoint is intact only where one was written"
 out=$(DTRAIN_NONFINITE_AT_STEP=3 mp 2 "$DTRAIN" train "${lenet[@]}" --max-steps 12 --max-nonfinite-skips 1 \
       --save-params "" 2>&1) && fail "max-nonfinite-skips 1: the run succeeded"
 grep -q "max-nonfinite-skips 1" <<<"$out" || fail "max-nonfinite-skips: no message: $out"
