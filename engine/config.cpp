@@ -366,6 +366,11 @@ bool parse_train_args(const std::vector<std::string>& args, TrainConfig& cfg) {
         if (opt.string_key == "job")
           DT_USAGE("job file '", path, "': key 'job': a job file cannot name another one (there are no includes); "
                    "give the other file's keys here, or that file with --job");
+      // Every value of the file is read, also one the command line overrides
+      // (po::store skips a key already stored, unread: `lr = abc` passed
+      // under --lr 0.01); semantic checks (validate) see the winning values.
+      po::variables_map file_only;
+      po::store(parsed, file_only);
       // Values already on the command line are kept: the command line wins.
       po::store(parsed, vm);
     } catch (const po::error& e) {

@@ -107,6 +107,9 @@ TEST_CASE("a value the option's type cannot hold says what the option takes", "[
   const std::string job = write_job("range.ini", "model = lenet5\nlr = 1e39\n");
   CHECK_THAT(usage_message({"--job", job, "--train-data", "x.h5"}),
              Catch::Contains("option 'lr' is invalid (it takes a number of magnitude at most 3.4e38)"));
+  // Also where the command line overrides the key (the file's value was never read).
+  CHECK_THAT(usage_message({"--job", job, "--train-data", "x.h5", "--lr", "0.01"}),
+             Catch::Contains("job file '" + job + "': the argument ('1e39') for option 'lr' is invalid"));
   std::filesystem::remove(job);
 }
 
