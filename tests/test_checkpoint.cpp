@@ -512,7 +512,7 @@ TEST_CASE("a checkpoint folder lock held for a while is taken when released, wit
 // A refused start wrote nothing but left its D/.lock (a walkthrough's finding):
 // it is removed while still held. A job that waited on the removed file must
 // not then count as holding the folder beside the job that took the new one.
-TEST_CASE("a refused start removes its lock file; a waiter on the removed file locks the new one", "[checkpoint]") {
+TEST_CASE("a refused start removes its lock file and a waiter on the removed file locks the new one", "[checkpoint]") {
   TempDir dir;
   const fs::path folder = dir.path() / "a" / "ck";
   const std::string lock_file = (folder / ".lock").string();
