@@ -535,9 +535,9 @@ TEST_CASE("a refused start removes its lock file and a waiter on the removed fil
   std::string waiter_msg = "took the lock";
   std::thread waiter([&] {
     CheckpointStore w(folder.string(), 2);
-    waiter_msg = usage_error_message([&] { w.lock(4); });  // opens the current .lock, waits on it
+    waiter_msg = usage_error_message([&] { w.lock(6); });  // opens the current .lock, waits on it
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // the waiter has opened the file by then
   first.release_lock_and_remove();  // the waiter's file is gone
   CheckpointStore next(folder.string(), 2);
   try {
