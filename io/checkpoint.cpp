@@ -157,14 +157,13 @@ void CheckpointStore::check_writable(uint64_t need_bytes) const {
     DT_USAGE(what, "exists and is not a folder");
   // Folders this check creates are removed again when it refuses: a refused
   // start leaves nothing behind.
-  std::vector<fs::path>& created = created_;
-  created.clear();
+  created_.clear();
   for (fs::path p = fs::absolute(dir_, ec); !p.empty() && !fs::exists(p, ec); p = p.parent_path()) {
-    created.push_back(p);
+    created_.push_back(p);
     if (p == p.parent_path()) break;
   }
   auto refuse = [&](auto&&... why) {
-    for (const fs::path& p : created) fs::remove(p, ec);  // innermost first; only empty folders go
+    remove_created_folders();
     DT_USAGE(what, why...);
   };
   fs::create_directories(dir_, ec);
@@ -199,7 +198,7 @@ void CheckpointStore::lock(double wait_s) {
     if (fd < 0) DT_USAGE("option 'checkpoint-dir': cannot open ", path, " to lock the folder: ", std::strerror(errno));
   };
   // Locked, but is it still the file at `path`? A holder that refused its
-  // start removes the lock file before releasing it (release_lock): a lock
+  // start removes the lock file before releasing it (release_lock_and_remove): a lock
   // taken on the removed file locks nothing, so open the new one and retry.
   auto still_there = [&] {
     struct stat held {}, now {};
@@ -262,8 +261,12 @@ void CheckpointStore::release_lock_and_remove() {
   // file sees it gone and takes the next one (lock()).
   ::unlink((fs::path(dir_) / ".lock").c_str());
   lock_fd_.reset();
+  remove_created_folders();
+}
+
+void CheckpointStore::remove_created_folders() const {
   std::error_code ec;
-  for (const fs::path& p : created_) fs::remove(p, ec);  // the folders check_writable made; only empty ones go
+  for (const fs::path& p : created_) fs::remove(p, ec);  // innermost first; only empty folders go
   created_.clear();
 }
 

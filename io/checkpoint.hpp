@@ -132,8 +132,10 @@ class CheckpointStore {
  private:
   std::string dir_;
   int keep_last_;
-  std::shared_ptr<int> lock_fd_;
-  mutable std::vector<std::filesystem::path> created_;  // check_writable: folders it made, innermost first  // lock(): the open D/.lock, closed (unlocked) with the last copy
+  std::shared_ptr<int> lock_fd_;  // lock(): the open D/.lock, closed (unlocked) with the last copy
+  mutable std::vector<std::filesystem::path> created_;  // check_writable: folders it made, innermost first
+  // Removes created_ (only folders still empty) and forgets them: a refused start leaves none.
+  void remove_created_folders() const;
 };
 
 // How many kill points a write of a state with `arrays` arrays passes
