@@ -243,9 +243,11 @@ void validate(TrainConfig& c, const Options& o) {
        "must be in [0, epochs = ", c.epochs, "], got ", c.warmup_epochs);
   need(std::isfinite(c.lr_step_epochs) && c.lr_step_epochs >= 0.0f && c.lr_step_epochs <= 1e6, "lr-step-epochs",
        "must be a finite number >= 0, got ", c.lr_step_epochs);
-  need(std::isfinite(c.bucket_mb) && c.bucket_mb <= 4096, "bucket-mb", "must be <= 4096");
+  need(std::isfinite(c.bucket_mb) && c.bucket_mb > 0 && c.bucket_mb <= 4096, "bucket-mb",
+       "must be a number of MiB in (0, 4096], got ", c.bucket_mb);
   c.wait_policy = parse_choice(kWaits, "wait-policy", o.wait_policy);
-  need(std::isfinite(c.comm_timeout) && c.comm_timeout >= 0, "comm-timeout", "must be a number of seconds >= 0");
+  need(std::isfinite(c.comm_timeout) && c.comm_timeout >= 0, "comm-timeout", "must be a number of seconds >= 0, got ",
+       c.comm_timeout);
   need(std::isfinite(c.heartbeat_timeout) && (c.heartbeat_timeout == 0 || c.heartbeat_timeout > comm::kHeartbeatPeriodS),
        "heartbeat-timeout", "must be 0 (off) or more than the heartbeat period of ",
        format::shortest(comm::kHeartbeatPeriodS), " s, got ", c.heartbeat_timeout);
@@ -273,7 +275,6 @@ void validate(TrainConfig& c, const Options& o) {
        allreduce ? "must be 0 in allreduce mode (use --mode ps or hybrid)"
                              : "must be > 0 in ps and hybrid modes");
   need(c.ranks_per_node >= 0, "ranks-per-node", "must be >= 0, got ", c.ranks_per_node);
-  need(c.bucket_mb > 0, "bucket-mb", "must be > 0");
   // At least 1024 (4 KiB): below it each transfer is all overhead, and with 1
   // a ps server drowned in one-element messages missed the heartbeats long
   // enough to have a live worker declared dead (a helper's finding, 2026-12-04).
@@ -281,7 +282,7 @@ void validate(TrainConfig& c, const Options& o) {
        "must be in [1024, 2^31), got ", c.max_chunk_elems);
   need(c.checkpoint_every_steps >= 0, "checkpoint-every-steps", "must be >= 0, got ", c.checkpoint_every_steps);
   need(std::isfinite(c.checkpoint_every_s) && c.checkpoint_every_s >= 0, "checkpoint-every-s",
-       "must be a number of seconds >= 0");
+       "must be a number of seconds >= 0, got ", c.checkpoint_every_s);
   need(c.checkpoint_keep >= 1 && c.checkpoint_keep <= 1000, "checkpoint-keep", "must be in [1, 1000], got ",
        c.checkpoint_keep);
   need(!c.resume.empty(), "resume", "must be none, auto or the path of a checkpoint file");
@@ -289,7 +290,8 @@ void validate(TrainConfig& c, const Options& o) {
        "auto looks in --checkpoint-dir, which is not set (give --checkpoint-dir, or a checkpoint file)");
   c.on_nonfinite = parse_choice(kNonfinite, "on-nonfinite", o.on_nonfinite);
   need(c.max_nonfinite_skips >= 1, "max-nonfinite-skips", "must be >= 1, got ", c.max_nonfinite_skips);
-  need(std::isfinite(c.clip_grad_norm) && c.clip_grad_norm >= 0, "clip-grad-norm", "must be a finite number >= 0");
+  need(std::isfinite(c.clip_grad_norm) && c.clip_grad_norm >= 0, "clip-grad-norm", "must be a finite number >= 0, got ",
+       c.clip_grad_norm);
   need(std::isfinite(c.compute_stand_in_ms) && c.compute_stand_in_ms >= 0 && c.compute_stand_in_ms <= 3.6e6,
        "compute-stand-in-ms", "must be a number of milliseconds in [0, 3600000], got ", c.compute_stand_in_ms);
   if (c.compute_stand_in_ms > 0) {
@@ -341,6 +343,7 @@ bool parse_train_args(const std::vector<std::string>& args, TrainConfig& cfg) {
   try {
     const po::parsed_options parsed = po::command_line_parser(args).options(o.desc).style(option_style()).run();
     refuse_option_like_values(parsed, "command line: ");
+    refuse_underflowing_numbers(parsed, o.desc, "command line: ");
     po::store(parsed, vm);
   } catch (const po::error& e) {
     rethrow_usage(e, "command line: ", o.desc);
@@ -362,6 +365,7 @@ bool parse_train_args(const std::vector<std::string>& args, TrainConfig& cfg) {
     std::istringstream in(body);
     try {
       const po::parsed_options parsed = po::parse_config_file(in, o.desc, /*allow_unregistered=*/false);
+      refuse_underflowing_numbers(parsed, o.desc, "job file '" + path + "': ");
       for (const auto& opt : parsed.options)
         if (opt.string_key == "job")
           DT_USAGE("job file '", path, "': key 'job': a job file cannot name another one (there are no includes); "

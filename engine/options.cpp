@@ -2,6 +2,8 @@
 #include "engine/options.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <cstdint>
 #include <limits>
 
@@ -104,6 +106,41 @@ void refuse_option_like_values(const po::parsed_options& parsed, const std::stri
                  "', which looks like an option: was its value left empty (an unset shell variable)?");
 }
 
+namespace {
+
+// True, with the type's smallest nonzero magnitude in *smallest, when `v` is a
+// plain nonzero number that an option of floating type T stores as 0.
+template <typename T>
+bool rounds_to_zero(const po::value_semantic* sem, const std::string& v, std::string* smallest) {
+  if (!dynamic_cast<const po::typed_value<T>*>(sem)) return false;
+  char* end = nullptr;
+  const long double x = std::strtold(v.c_str(), &end);
+  if (end == v.c_str() || *end != '\0' || !std::isfinite(x) || x == 0.0L) return false;
+  if (static_cast<T>(x) != T(0)) return false;
+  *smallest = sizeof(T) == 4 ? "1.4e-45" : "4.9e-324";
+  return true;
+}
+
+}  // namespace
+
+void refuse_underflowing_numbers(const po::parsed_options& parsed, const po::options_description& desc,
+                                 const std::string& where) {
+  for (const po::option& opt : parsed.options) {
+    if (opt.string_key.empty() || opt.value.size() != 1) continue;
+    const po::option_description* d = desc.find_nothrow(opt.string_key, false);
+    if (!d) continue;
+    const po::value_semantic* sem = d->semantic().get();
+    std::string smallest;
+    const std::string& v = opt.value.front();
+    if (rounds_to_zero<float>(sem, v, &smallest))
+      DT_USAGE(where, "option '", opt.string_key, "' got '", v, "', which a float holds as 0 (its smallest nonzero magnitude is ",
+               smallest, ")");
+    if (rounds_to_zero<double>(sem, v, &smallest))
+      DT_USAGE(where, "option '", opt.string_key, "' got '", v, "', which a double holds as 0 (its smallest nonzero magnitude is ",
+               smallest, ")");
+  }
+}
+
 po::variables_map parse_command_line(const std::vector<std::string>& args, const po::options_description& desc,
                                      const std::string& where, const po::positional_options_description* pos) {
   po::variables_map vm;
@@ -112,6 +149,7 @@ po::variables_map parse_command_line(const std::vector<std::string>& args, const
     if (pos) p.positional(*pos);
     const po::parsed_options parsed = p.run();
     refuse_option_like_values(parsed, where);
+    refuse_underflowing_numbers(parsed, desc, where);
     po::store(parsed, vm);
     po::notify(vm);
   } catch (const po::error& e) {

@@ -36,8 +36,14 @@ std::string nearest_option(const std::string& name, const po::options_descriptio
 // of that name (a helper's finding, 2026-12-04). No dtrain value starts so.
 void refuse_option_like_values(const po::parsed_options& parsed, const std::string& where);
 
-// store + notify of a command line, through rethrow_usage on any error, and
-// refuse_option_like_values.
+// Throws UsageError when a nonzero number is given to an option of floating
+// type that stores it as 0: `--lr 1e-50` was refused as "must be > 0, got 0",
+// a value nobody typed (a helper's finding, 2026-12-04).
+void refuse_underflowing_numbers(const po::parsed_options& parsed, const po::options_description& desc,
+                                 const std::string& where);
+
+// store + notify of a command line, through rethrow_usage on any error,
+// refuse_option_like_values and refuse_underflowing_numbers.
 // where: e.g. "dtrain report: ".
 po::variables_map parse_command_line(const std::vector<std::string>& args, const po::options_description& desc,
                                      const std::string& where,

@@ -113,6 +113,30 @@ TEST_CASE("a value the option's type cannot hold says what the option takes", "[
   std::filesystem::remove(job);
 }
 
+// A nonzero number the type stores as 0 was refused as "got 0", a value nobody
+// typed (a helper's finding); NaN named no value at all for bucket-mb.
+TEST_CASE("a number the option's type holds as 0 or NaN is named as typed", "[config]") {
+  CHECK_THAT(usage_message({"--train-data", "x.h5", "--lr", "1e-50"}),
+             Catch::Contains("command line: option 'lr' got '1e-50', which a float holds as 0 "
+                             "(its smallest nonzero magnitude is 1.4e-45)"));
+  CHECK_THAT(usage_message({"--train-data", "x.h5", "--weight-decay", "-1e-60"}),
+             Catch::Contains("option 'weight-decay' got '-1e-60', which a float holds as 0"));
+  // Zero itself, a number the type holds and a subnormal pass this check.
+  TrainConfig c;
+  REQUIRE(parse_train_args({"--train-data", "x.h5", "--weight-decay", "0e-50", "--lr", "1e-40"}, c));
+  CHECK(c.weight_decay == 0.0f);
+  CHECK(c.lr > 0.0f);
+  const std::string job = write_job("tiny.ini", "model = lenet5\nlr = 1e-50\n");
+  CHECK_THAT(usage_message({"--job", job, "--train-data", "x.h5"}),
+             Catch::Contains("job file '" + job + "': option 'lr' got '1e-50', which a float holds as 0"));
+  std::filesystem::remove(job);
+  CHECK_THAT(usage_message({"--train-data", "x.h5", "--bucket-mb", "nan"}),
+             Catch::Contains("option 'bucket-mb': must be a number of MiB in (0, 4096], got nan"));
+  CHECK_THAT(usage_message({"--train-data", "x.h5", "--bucket-mb", "0"}),
+             Catch::Contains("option 'bucket-mb': must be a number of MiB in (0, 4096], got 0"));
+  CHECK_THAT(usage_message({"--train-data", "x.h5", "--comm-timeout", "-1"}), Catch::Contains("got -1"));
+}
+
 TEST_CASE("nearest_option: transpositions count one edit, distant names get nothing", "[config]") {
   namespace po = boost::program_options;
   po::options_description d;
