@@ -142,6 +142,7 @@ void StepChannel::abort_stalled() {
   const ::dtrain::Error e(::dtrain::detail::where(__FILE__, __LINE__) +
                           ::dtrain::detail::concat("step ", step + 1, ": the gradient exchange did not complete within ",
                                                    timeout_s_, " s (--comm-timeout): a peer rank stalled or died"));
+  ::dtrain::record_failure(e.what());
   std::fprintf(stderr, "dtrain: error: %s\n", e.what());
   std::fflush(stdout);
   std::fflush(stderr);

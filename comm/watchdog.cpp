@@ -121,8 +121,10 @@ Watchdog::~Watchdog() {
 
 void Watchdog::report(const std::string& why, int64_t last_step) {
   const std::string step = last_step >= 0 ? detail::concat("its last step: ", last_step + 1) : "it reported no step yet";
-  std::fprintf(stderr, "dtrain: error: rank %d (%s) stopped responding: %s (%s); ending the job\n", pred_,
-               pred_name_.c_str(), why.c_str(), step.c_str());
+  const std::string what = detail::concat("rank ", pred_, " (", pred_name_, ") stopped responding: ", why, " (", step,
+                                          "); ending the job");
+  record_failure(what);
+  std::fprintf(stderr, "dtrain: error: %s\n", what.c_str());
   std::fflush(stdout);
   std::fflush(stderr);
   MPI_Abort(MPI_COMM_WORLD, kExitFailure);

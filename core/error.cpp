@@ -1,14 +1,37 @@
-// core/error.cpp — rank and host bookkeeping for error messages.
+// core/error.cpp — rank and host bookkeeping for error messages; the failure recorder.
 #include "core/error.hpp"
 
 #include <unistd.h>
 
 #include <atomic>
+#include <mutex>
 
 namespace dtrain {
 
 namespace {
 std::atomic<int> g_error_rank{-1};
+std::mutex g_recorder_mu;
+std::function<void(const std::string&)> g_recorder;
+std::atomic<bool> g_recorded{false};
+}  // namespace
+
+void set_failure_recorder(std::function<void(const std::string& what)> fn) {
+  std::lock_guard<std::mutex> lk(g_recorder_mu);
+  g_recorder = std::move(fn);
+  g_recorded.store(false);
+}
+
+void record_failure(const std::string& what) noexcept {
+  if (g_recorded.exchange(true)) return;
+  try {
+    std::function<void(const std::string&)> fn;
+    {
+      std::lock_guard<std::mutex> lk(g_recorder_mu);
+      fn = g_recorder;
+    }
+    if (fn) fn(what);
+  } catch (...) {
+  }
 }
 
 void set_error_rank(int rank) { g_error_rank.store(rank); }

@@ -5,14 +5,20 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 
 #include "core/error.hpp"
 
 namespace dtrain::engine {
 
 namespace {
+// One record at a time in this process: the failure record may come from the
+// watchdog's thread while the trainer's thread writes a step record.
+std::timed_mutex g_write_mu;
+
 // One record at the end of fd, whole or not at all (metrics.hpp).
 void write_line(int fd, const std::string& path, const nlohmann::json& record) {
   const std::string line = record.dump() + "\n";
@@ -51,10 +57,23 @@ MetricsWriter::~MetricsWriter() {
 
 void MetricsWriter::write(const nlohmann::json& record) {
   if (fd_ < 0) return;
+  std::lock_guard<std::timed_mutex> lk(g_write_mu);
   write_line(fd_, path_, record);
 }
 
 void MetricsWriter::append_record(const std::string& path, const nlohmann::json& record) {
+  std::lock_guard<std::timed_mutex> lk(g_write_mu);
+  append_locked(path, record);
+}
+
+bool MetricsWriter::try_append_record(const std::string& path, const nlohmann::json& record, double wait_s) {
+  std::unique_lock<std::timed_mutex> lk(g_write_mu, std::chrono::duration<double>(wait_s));
+  if (!lk.owns_lock()) return false;
+  append_locked(path, record);
+  return true;
+}
+
+void MetricsWriter::append_locked(const std::string& path, const nlohmann::json& record) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_APPEND, 0644);
   if (fd < 0) DT_FAIL("metrics file '", path, "': cannot open it to append the run record: ", std::strerror(errno));
   try {

@@ -6,6 +6,11 @@
 //    "t_comm_total_s","comm_hidden_fraction","io_wait_fraction"}
 // and one per epoch
 //   {"kind":"epoch","epoch","step","test_loss","test_accuracy","epoch_time_s"}
+// and, when the job fails and rank 0 prints the failure (core/error.hpp
+// record_failure), a last line
+//   {"kind":"failed","error","wall_s"}
+// (the message as printed, without "dtrain: error: "; seconds since the run
+// folder was made) in place of the {"kind":"run"} record of a finished run.
 // (test_accuracy is top-1; "test_top5_accuracy" beside it with ≥ 10 classes).
 // Times are seconds per step averaged over the interval (T_C, exposed T_O,
 // I/O wait); epochs are numbered from 1, as on stdout; t_comm_total_s is the whole exchange time (hidden + exposed),
@@ -45,8 +50,14 @@ class MetricsWriter {
   // Appends one record to the file at `path` (the run record at a job's end),
   // as write() does. Throws Error if it cannot be opened or written.
   static void append_record(const std::string& path, const nlohmann::json& record);
+  // As append_record, but returns false without writing when another record
+  // of this process was being written for longer than wait_s seconds (the
+  // failure record, from whichever thread ends the job: it must not wait on
+  // a stuck write).
+  static bool try_append_record(const std::string& path, const nlohmann::json& record, double wait_s);
 
  private:
+  static void append_locked(const std::string& path, const nlohmann::json& record);
   std::string path_;
   int fd_ = -1;
 };

@@ -74,6 +74,7 @@ MeasuredRun read_run(const std::string& path) {
   r.file = path;
   std::vector<double> st, tc, ips;
   nlohmann::json rec;  // the last run record
+  std::string failed;  // the error of the last {"kind":"failed"} record
   int rec_line = 0, n = 0;
   std::string line;
   while (std::getline(f, line)) {
@@ -95,12 +96,17 @@ MeasuredRun read_run(const std::string& path) {
     if (*kind == "run") {
       rec = std::move(j);
       rec_line = n;
+    } else if (*kind == "failed") {
+      auto e = j.find("error");
+      failed = e != j.end() && e->is_string() ? e->get<std::string>() : std::string("(no message)");
     } else if (*kind == "step") {
       const Record s{j, path, n, "step"};
       ips.push_back(s.number("images_per_s", 0, true));
       tc.push_back(s.number("t_compute_s", 0, false));
     }
   }
+  if (rec.is_null() && !failed.empty())
+    DT_USAGE("dtrain report: ", path, " is of a run that failed, with no {\"kind\":\"run\"} record: ", failed);
   if (rec.is_null())
     DT_USAGE("dtrain report: ", path, " has no {\"kind\":\"run\"} record (written when a run finishes)");
   const Record q{rec, path, rec_line, "run"};

@@ -30,9 +30,11 @@
 #include "core/log.hpp"
 #include "engine/checkpoint.hpp"
 #include "engine/exit.hpp"
+#include "engine/metrics.hpp"
 #include "engine/placement.hpp"
 #include "engine/tune.hpp"
 #include "engine/preemption.hpp"
+#include "engine/run_recorder.hpp"  // Clock, seconds_since
 #include "engine/run_folder.hpp"
 #include "engine/server_loop.hpp"
 #include "engine/timeline.hpp"
@@ -170,6 +172,11 @@ TrainResult train(const TrainConfig& cfg, MPI_Comm world_comm) {
     out = make_outputs(cfg);
     result.metrics_path = out.metrics;
     result.run_dir = out.dir;
+    // A job that fails from here leaves its reason in the metrics file (core/error.hpp).
+    if (!out.metrics.empty())
+      set_failure_recorder([path = out.metrics, t0 = Clock::now()](const std::string& what) {
+        MetricsWriter::try_append_record(path, {{"kind", "failed"}, {"error", what}, {"wall_s", seconds_since(t0)}}, 2.0);
+      });
   }
 
   ResumePoint from;

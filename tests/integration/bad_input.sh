@@ -19,12 +19,24 @@ expect_exit 1 "diverged" -- "$DTRAIN" train --train-data "$D/fashion-mnist-train
 # ... once for the job, though every worker diverges in the same step (it was
 # printed by each, with Open MPI's errors of the simultaneous aborts).
 out=$(bounded 120 mpirun -np 4 --oversubscribe --bind-to none "$DTRAIN" train --train-data "$D/fashion-mnist-train.h5" \
-      --test-data "" --lr 1e6 --momentum 0 --max-steps 200 --minibatch 16 --threads 1 --metrics "" --save-params "" \
-      --log-interval 1000 2>&1) && fail "np 4 --lr 1e6: the run succeeded"
+      --test-data "" --lr 1e6 --momentum 0 --max-steps 200 --minibatch 16 --threads 1 --metrics "$SCRATCH/diverged.jsonl" \
+      --save-params "" --log-interval 1000 2>&1) && fail "np 4 --lr 1e6: the run succeeded"
 n=$(grep -c "dtrain: error:" <<<"$out" || true)
 [ "$n" = 1 ] && grep -q "dtrain: error: rank 0 on .*diverged" <<<"$out" \
   || fail "np 4 --lr 1e6: wanted one message, from rank 0; got $n: $out"
 echo "ok: a divergence on 4 workers is reported once, by rank 0"
+# ... and its metrics file says why the run ended (it was empty), which
+# dtrain report repeats rather than "no run record".
+msg=$(sed -n 's/^dtrain: error: //p' <<<"$out")
+last=$(tail -n 1 "$SCRATCH/diverged.jsonl")
+MSG=$msg python3 -c '
+import json, os, sys
+r = json.loads(sys.stdin.read())
+assert r["kind"] == "failed" and r["error"] == os.environ["MSG"] and r["wall_s"] >= 0, r' <<<"$last" \
+  || fail "np 4 --lr 1e6: the metrics file does not end with the failure as printed: $last"
+expect_exit 2 "diverged.jsonl is of a run that failed, with no {\"kind\":\"run\"} record: rank 0 on" -- \
+  "$DTRAIN" report --metrics "$SCRATCH/diverged.jsonl"
+echo "ok: the diverged run's metrics file ends with {\"kind\":\"failed\"} and dtrain report names it"
 
 # dtrain report on damaged metrics files and profiles: exit 2 naming the file,
 # the line and the field; never an internal check, a bare JSON exception or inf.

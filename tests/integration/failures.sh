@@ -18,7 +18,7 @@ n=$(grep -c "dtrain: error:" <<<"$out" || true)
 # Printed first: before Open MPI's abort banner. Open MPI does not always get
 # to print that banner (it may kill the job first), and then there is no
 # order to check: said so, not passed silently.
-msg_line=$(grep -n "dtrain: error:" <<<"$out" | head -1 | cut -d: -f1)
+msg_line=$(grep -n -m1 "dtrain: error:" <<<"$out" | cut -d: -f1)
 banner_line=$(grep -n "MPI_ABORT was invoked" <<<"$out" | head -1 | cut -d: -f1 || true)
 if [ -n "$banner_line" ]; then
   [ "$msg_line" -lt "$banner_line" ] || fail "the message came after the abort banner: $out"

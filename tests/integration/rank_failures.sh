@@ -21,14 +21,18 @@ args=("${base[@]}" --mode hybrid --ps 1 --ranks-per-node 2 --comm-timeout 300)
 # fails unless it exited non-zero within 60 s and left no process behind.
 run_failing() {
   local name=$1 step=$2 rank=$3 mode=$4; shift 4
-  local mpi=() rc=0
+  local mpi=() rc=0 a=("${args[@]}") i
   while [ "$1" != "--" ]; do mpi+=("$1"); shift; done
   shift
+  # FAIL_METRICS: rank 0's metrics file (else none).
+  for i in "${!a[@]}"; do [ "${a[$i]}" != --metrics ] || a[$((i + 1))]=${FAIL_METRICS:-}; done
   local start; start=$(date +%s.%N)
   out=$(DTRAIN_FAIL_AT_STEP=$step DTRAIN_FAIL_RANK=$rank DTRAIN_FAIL_MODE=$mode bounded 120 \
-        mpirun -np 5 --oversubscribe --bind-to none "${mpi[@]}" "$DTRAIN" train "${args[@]}" --save-params "" "$@" 2>&1) || rc=$?
+        mpirun -np 5 --oversubscribe --bind-to none "${mpi[@]}" "$DTRAIN" train "${a[@]}" --save-params "" "$@" 2>&1) || rc=$?
   took=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
-  echo "$out" | grep -v '^dtrain: model' | grep . | head -4
+  # Its first 4 lines; awk, not head: grep killed by SIGPIPE once head has
+  # quit ended the script, silently (pipefail, set -e) — seen on a long output.
+  echo "$out" | grep -v '^dtrain: model' | grep . | awk 'NR <= 4'
   [ "$rc" != 0 ] || fail "$name: the job exited 0: $out"
   [ "$rc" != 124 ] || fail "$name: the job hung (killed by timeout after 120 s): $out"
   awk -v t="$took" 'BEGIN { exit !(t <= 60) }' || fail "$name: the job took $took s to end"
@@ -67,9 +71,17 @@ expect_watchdog "server killed" 4 "parameter server 0" 7
 
 # (c) A parameter server SIGSTOPped at step 3: only the watchdog can tell (the
 # step timeout, 300 s here, is far away).
-run_failing "server stopped" 3 4 stop -- --heartbeat-timeout 10
+# Rank 0 watches rank 4 (the ring's predecessor), so the message is rank 0's
+# and its metrics file ends with it: {"kind":"failed"}.
+FAIL_METRICS="$SCRATCH/server_stopped.jsonl" run_failing "server stopped" 3 4 stop -- --heartbeat-timeout 10
 expect_watchdog "server stopped" 4 "parameter server 0" 3
 awk -v t="$took" 'BEGIN { exit !(t >= 10) }' || fail "the stopped server was reported after $took s, before the 10 s timeout"
+tail -n 1 "$SCRATCH/server_stopped.jsonl" | python3 -c '
+import json, sys
+r = json.loads(sys.stdin.read())
+assert r["kind"] == "failed" and r["error"].startswith("rank 4 (parameter server 0 on ") and r["wall_s"] > 10, r' \
+  || fail "server stopped: the metrics file does not end with the failure: $(tail -n 2 "$SCRATCH/server_stopped.jsonl")"
+echo "ok: server stopped: rank 0's metrics file ends with {\"kind\":\"failed\"} naming rank 4"
 
 # No false alarm: a 2 s timeout, rank 0 saving the parameters after the
 # others left.
