@@ -11,25 +11,25 @@ namespace dtrain {
 namespace {
 std::atomic<int> g_error_rank{-1};
 std::mutex g_recorder_mu;
-std::function<void(const std::string&)> g_recorder;
+std::function<void(const std::string&, int)> g_recorder;
 std::atomic<bool> g_recorded{false};
 }  // namespace
 
-void set_failure_recorder(std::function<void(const std::string& what)> fn) {
+void set_failure_recorder(std::function<void(const std::string& what, int exit_code)> fn) {
   std::lock_guard<std::mutex> lk(g_recorder_mu);
   g_recorder = std::move(fn);
   g_recorded.store(false);
 }
 
-void record_failure(const std::string& what) noexcept {
+void record_failure(const std::string& what, int exit_code) noexcept {
   if (g_recorded.exchange(true)) return;
   try {
-    std::function<void(const std::string&)> fn;
+    std::function<void(const std::string&, int)> fn;
     {
       std::lock_guard<std::mutex> lk(g_recorder_mu);
       fn = g_recorder;
     }
-    if (fn) fn(what);
+    if (fn) fn(what, exit_code);
   } catch (...) {
   }
 }

@@ -82,15 +82,16 @@ const std::string& error_host();
 std::string rank_prefix();
 
 // The failure record: on rank 0, once its metrics file exists, the trainer
-// registers a function that appends {"kind":"failed","error":…} to it
+// registers a function that appends {"kind":"failed","error":…,"exit_code":…}
 // (engine/trainer.cpp, engine/metrics.hpp). Whoever prints a job-ending
 // failure on this process — engine/exit.cpp, the watchdog, the exchange
 // timeout — calls record_failure with the message just before. The first call
 // of a process runs the function, later ones nothing; whatever the function
 // throws is swallowed (the job is ending). A failure printed by another rank
 // only (its own I/O error, say) ends rank 0 by MPI_Abort unrecorded.
-void set_failure_recorder(std::function<void(const std::string& what)> fn);  // {} = none
-void record_failure(const std::string& what) noexcept;
+// to it. exit_code: the code the job ends with (kExitFailure, kExitUsage).
+void set_failure_recorder(std::function<void(const std::string& what, int exit_code)> fn);  // {} = none
+void record_failure(const std::string& what, int exit_code = kExitFailure) noexcept;
 
 namespace detail {
 inline std::string concat() { return {}; }

@@ -70,7 +70,7 @@ int exit_on_error(std::exception_ptr e, double agreement_timeout_s) {
     what = rank_prefix() + "unknown exception";
   }
   if (g_exit_comm == MPI_COMM_NULL || g_size == 1) {
-    record_failure(what);
+    record_failure(what, code);
     print(what);
     return code;
   }
@@ -78,20 +78,20 @@ int exit_on_error(std::exception_ptr e, double agreement_timeout_s) {
     int lowest = -1;
     if (agree_all_failed(agreement_timeout_s, &lowest)) {
       if (g_rank == lowest) {
-        record_failure(what);
+        record_failure(what, code);
         print(what);
       }
       flush_all();
       return code;  // every rank: MPI_Finalize, exit 2
     }
-    record_failure(what);
+    record_failure(what, code);
     print(rank_prefix() + what + " (this rank only; the others went on)");
   } else {
     // A failure every worker meets (core/error.hpp SharedError): rank 0's
     // message and abort first; the others print only if they outlive it.
     if (shared && g_rank != 0)
       std::this_thread::sleep_for(std::chrono::duration<double>(kSharedErrorGraceS));
-    record_failure(what);
+    record_failure(what, code);
     print(what);
   }
   // Let mpirun forward the message before its abort banner.

@@ -6,12 +6,13 @@
 //    "t_comm_total_s","comm_hidden_fraction","io_wait_fraction"}
 // and one per epoch
 //   {"kind":"epoch","epoch","step","test_loss","test_accuracy","epoch_time_s"}
-// and, when the job fails and rank 0 prints the failure (core/error.hpp
-// record_failure), a last line
-//   {"kind":"failed","error","wall_s"}
-// (the message as printed, without "dtrain: error: "; seconds since the run
-// folder was made) in place of the {"kind":"run"} record of a finished run.
 // (test_accuracy is top-1; "test_top5_accuracy" beside it with ≥ 10 classes).
+// When the job fails and rank 0 prints the failure (core/error.hpp
+// record_failure), a last line
+//   {"kind":"failed","error","exit_code","wall_s"}
+// (the message as printed, without "dtrain: error: "; the job's exit code;
+// seconds since the run folder was made) stands in place of the
+// {"kind":"run"} record of a finished run.
 // Times are seconds per step averaged over the interval (T_C, exposed T_O,
 // I/O wait); epochs are numbered from 1, as on stdout; t_comm_total_s is the whole exchange time (hidden + exposed),
 // comm_hidden_fraction = 1 − t_comm_s / t_comm_total_s, io_wait_fraction = the

@@ -174,8 +174,9 @@ TrainResult train(const TrainConfig& cfg, MPI_Comm world_comm) {
     result.run_dir = out.dir;
     // A job that fails from here leaves its reason in the metrics file (core/error.hpp).
     if (!out.metrics.empty())
-      set_failure_recorder([path = out.metrics, t0 = Clock::now()](const std::string& what) {
-        MetricsWriter::try_append_record(path, {{"kind", "failed"}, {"error", what}, {"wall_s", seconds_since(t0)}}, 2.0);
+      set_failure_recorder([path = out.metrics, t0 = Clock::now()](const std::string& what, int exit_code) {
+        MetricsWriter::try_append_record(
+            path, {{"kind", "failed"}, {"error", what}, {"exit_code", exit_code}, {"wall_s", seconds_since(t0)}}, 2.0);
       });
   }
 

@@ -34,11 +34,11 @@ TEST_CASE("record_failure appends the failure once after the metrics records", "
     MetricsWriter w(path);
     w.write({{"kind", "step"}, {"step", 1}});
     int calls = 0;
-    dtrain::set_failure_recorder([&](const std::string& what) {
+    dtrain::set_failure_recorder([&](const std::string& what, int code) {
       ++calls;
-      CHECK(MetricsWriter::try_append_record(path, {{"kind", "failed"}, {"error", what}}, 1.0));
+      CHECK(MetricsWriter::try_append_record(path, {{"kind", "failed"}, {"error", what}, {"exit_code", code}}, 1.0));
     });
-    dtrain::record_failure("rank 0 on h: the first failure");
+    dtrain::record_failure("rank 0 on h: the first failure", dtrain::kExitUsage);
     dtrain::record_failure("a second message of the same ending");  // the job is already ending: nothing
     CHECK(calls == 1);
     w.write({{"kind", "step"}, {"step", 2}});  // the writer's file stays whole around it
@@ -47,19 +47,20 @@ TEST_CASE("record_failure appends the failure once after the metrics records", "
   REQUIRE(recs.size() == 3);
   CHECK(recs[1]["kind"] == "failed");
   CHECK(recs[1]["error"] == "rank 0 on h: the first failure");
+  CHECK(recs[1]["exit_code"] == 2);
   CHECK(recs[2]["step"] == 2);
   dtrain::set_failure_recorder({});
 }
 
 TEST_CASE("a failure recorder that throws is swallowed and none registered does nothing", "[metrics]") {
-  dtrain::set_failure_recorder([](const std::string&) { throw std::runtime_error("disk gone"); });
+  dtrain::set_failure_recorder([](const std::string&, int) { throw std::runtime_error("disk gone"); });
   CHECK_NOTHROW(dtrain::record_failure("x"));
   dtrain::set_failure_recorder({});
   CHECK_NOTHROW(dtrain::record_failure("y"));
   // A new registration arms it again (a process that trains twice, as the tests do).
   int calls = 0;
-  dtrain::set_failure_recorder([&](const std::string&) { ++calls; });
-  dtrain::record_failure("z");
+  dtrain::set_failure_recorder([&](const std::string&, int code) { calls += code; });
+  dtrain::record_failure("z");  // kExitFailure unless told
   CHECK(calls == 1);
   dtrain::set_failure_recorder({});
 }

@@ -32,7 +32,7 @@ last=$(tail -n 1 "$SCRATCH/diverged.jsonl")
 MSG=$msg python3 -c '
 import json, os, sys
 r = json.loads(sys.stdin.read())
-assert r["kind"] == "failed" and r["error"] == os.environ["MSG"] and r["wall_s"] >= 0, r' <<<"$last" \
+assert r["kind"] == "failed" and r["error"] == os.environ["MSG"] and r["exit_code"] == 1 and r["wall_s"] >= 0, r' <<<"$last" \
   || fail "np 4 --lr 1e6: the metrics file does not end with the failure as printed: $last"
 expect_exit 2 "diverged.jsonl is of a run that failed, with no {\"kind\":\"run\"} record: rank 0 on" -- \
   "$DTRAIN" report --metrics "$SCRATCH/diverged.jsonl"

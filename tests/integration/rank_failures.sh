@@ -79,7 +79,8 @@ awk -v t="$took" 'BEGIN { exit !(t >= 10) }' || fail "the stopped server was rep
 tail -n 1 "$SCRATCH/server_stopped.jsonl" | python3 -c '
 import json, sys
 r = json.loads(sys.stdin.read())
-assert r["kind"] == "failed" and r["error"].startswith("rank 4 (parameter server 0 on ") and r["wall_s"] > 10, r' \
+assert (r["kind"] == "failed" and r["error"].startswith("rank 4 (parameter server 0 on ")
+        and r["exit_code"] == 1 and r["wall_s"] > 10), r' \
   || fail "server stopped: the metrics file does not end with the failure: $(tail -n 2 "$SCRATCH/server_stopped.jsonl")"
 echo "ok: server stopped: rank 0's metrics file ends with {\"kind\":\"failed\"} naming rank 4"
 
