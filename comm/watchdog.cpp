@@ -22,6 +22,7 @@
 // still read or write it).
 #include "comm/watchdog.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -38,6 +39,8 @@ using Clock = std::chrono::steady_clock;
 
 constexpr int kTagBeat = 7101;
 constexpr int kTagGone = 7102;
+constexpr int kTagAlarm = 7103;      // another rank's alarm, to rank 0 (its failure record)
+constexpr double kAlarmWaitS = 0.3;  // how long an alarming rank lets rank 0 record it before the abort
 enum : int64_t { kBeat = 0, kBye = 1, kGone = 2 };
 constexpr auto kPoll = std::chrono::milliseconds(20);
 constexpr double kStepBeatS = 0.1;  // the shortest gap between two beats
@@ -127,6 +130,16 @@ void Watchdog::report(const std::string& why, int64_t last_step) {
   std::fprintf(stderr, "dtrain: error: %s\n", what.c_str());
   std::fflush(stdout);
   std::fflush(stderr);
+  // Rank 0 keeps the job's failure record (core/error.hpp) but watches only
+  // its own predecessor: the alarm goes to it too (a small, eager message),
+  // and its thread, which polls every kPoll, gets kAlarmWaitS to write it
+  // before the abort. Not when rank 0 is the one that stopped responding.
+  if (rank_ != 0 && pred_ != 0) {
+    MPI_Request req = MPI_REQUEST_NULL;
+    if (MPI_Isend(what.data(), static_cast<int>(what.size()), MPI_CHAR, 0, kTagAlarm, comm_, &req) == MPI_SUCCESS &&
+        settle(&req, kAlarmWaitS, false))
+      std::this_thread::sleep_for(std::chrono::duration<double>(kAlarmWaitS));
+  }
   MPI_Abort(MPI_COMM_WORLD, kExitFailure);
   std::_Exit(kExitFailure);  // not reached
 }
@@ -185,6 +198,18 @@ void Watchdog::loop() {
         sent_at = now;
         sent_step = step;
         sent_any = true;
+      }
+    }
+    // Rank 0: another rank's alarm, for the failure record (see report).
+    if (rank_ == 0) {
+      int flag = 0;
+      MPI_Status st;
+      if (MPI_Iprobe(MPI_ANY_SOURCE, kTagAlarm, comm_, &flag, &st) == MPI_SUCCESS && flag) {
+        int n = 0;
+        MPI_Get_count(&st, MPI_CHAR, &n);
+        std::string text(static_cast<size_t>(std::max(n, 0)), '\0');
+        if (MPI_Recv(text.data(), n, MPI_CHAR, st.MPI_SOURCE, kTagAlarm, comm_, MPI_STATUS_IGNORE) == MPI_SUCCESS)
+          record_failure(text);
       }
     }
     if (watching && seconds(now - heard_at) > o_.timeout_s) {

@@ -7,7 +7,9 @@
 // heartbeats of rank (r−1) % n. When none arrived for `timeout_s`, it prints
 //   dtrain: error: rank R (ROLE on HOST) stopped responding: no heartbeat for
 //   T s (its last step: S); ending the job
-// on stderr (one line), flushes and calls MPI_Abort(MPI_COMM_WORLD, 1). The
+// on stderr (one line), flushes and calls MPI_Abort(MPI_COMM_WORLD, 1) — a
+// rank other than 0 first sends the line to rank 0, whose thread writes it as
+// the job's failure record (core/error.hpp record_failure), ≤ 0.6 s. The
 // thread runs whatever the rank's main thread does (compute, evaluation, HDF5
 // reads, checkpoint writes, a blocking MPI call), so only a process that is
 // really stopped, dead or frozen is reported. A rank that leaves normally says

@@ -3,6 +3,7 @@
 
 #include <boost/program_options.hpp>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -23,38 +24,41 @@ namespace {
 std::vector<float> parse_floats(const std::string& key, const std::string& s) {
   std::vector<float> v;
   if (s.empty()) return v;
-  std::stringstream ss(s);
+  std::stringstream ss(s + ",");  // a last empty item ("0.5,") is one too
   std::string item;
   while (std::getline(ss, item, ',')) {
-    try {
-      size_t used = 0;
-      v.push_back(std::stof(item, &used));
-      if (used != item.size()) throw std::invalid_argument(item);
-    } catch (const std::exception&) {
-      DT_USAGE("option '", key, "': '", s, "' is not a comma-separated list of numbers");
-    }
+    // Spaces around an item are allowed ("0.5, 0.4" in a job file).
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    if (item.empty()) DT_USAGE("option '", key, "': '", s, "' has an empty item: give comma-separated numbers");
+    const std::string why = float_problem(item);
+    if (why.starts_with("which is not"))
+      DT_USAGE("option '", key, "': '", s, "' is not a comma-separated list of decimal numbers (such as 0.5,0.25)");
+    if (!why.empty()) DT_USAGE("option '", key, "': '", item, "'", item == s ? "" : " in '" + s + "'", ", ", why);
+    v.push_back(std::strtof(item.c_str(), nullptr));
   }
   return v;
 }
 
 // "lo,hi" of two numbers, each a decimal or a fraction p/q ("3/4,4/3"), lo ≤ hi.
 void parse_range(const char* key, const std::string& s, double* lo, double* hi) {
-  auto number = [&](const std::string& t, double* v) {
+  // One decimal as the options read it (engine/options.hpp double_problem).
+  auto decimal = [&](const std::string& t, double* v) {
+    const std::string why = double_problem(t);
+    if (why.starts_with("which is not")) return false;
+    if (!why.empty()) DT_USAGE("option '", key, "': '", t, "' in '", s, "', ", why);  // a range has two
+    *v = std::strtod(t.c_str(), nullptr);
+    return true;
+  };
+  auto number = [&](std::string t, double* v) {
+    t.erase(0, t.find_first_not_of(" \t"));  // "0.08, 1" in a job file
+    t.erase(t.find_last_not_of(" \t") + 1);
     const size_t slash = t.find('/');
-    try {
-      size_t used = 0;
-      if (slash == std::string::npos) {
-        *v = std::stod(t, &used);
-        return used == t.size();
-      }
-      const std::string a = t.substr(0, slash), b = t.substr(slash + 1);
-      size_t ua = 0, ub = 0;
-      const double p = std::stod(a, &ua), q = std::stod(b, &ub);
-      *v = p / q;
-      return ua == a.size() && ub == b.size() && q != 0;
-    } catch (const std::exception&) {
-      return false;
-    }
+    if (slash == std::string::npos) return decimal(t, v);
+    double p = 0, q = 0;
+    if (!decimal(t.substr(0, slash), &p) || !decimal(t.substr(slash + 1), &q) || q == 0) return false;
+    *v = p / q;
+    return true;
   };
   const size_t comma = s.find(',');
   if (comma == std::string::npos || !number(s.substr(0, comma), lo) || !number(s.substr(comma + 1), hi) ||
@@ -194,8 +198,14 @@ struct Options {
 // Checks every key in a fixed order (the first failure is the message) and
 // parses the enum-valued ones (o's strings) into c.
 void validate(TrainConfig& c, const Options& o) {
-  auto need = [](bool ok, const char* key, auto&&... why) {
-    if (!ok) DT_USAGE("option '", key, "': ", why...);
+  // Numbers in the message as shortest round-trip text (4096.0000000001, not
+  // 4096, which would read as inside the range it is refused for).
+  auto text = [](auto&& x) -> decltype(auto) {
+    if constexpr (std::is_floating_point_v<std::decay_t<decltype(x)>>) return format::shortest(x);
+    else return std::forward<decltype(x)>(x);
+  };
+  auto need = [&](bool ok, const char* key, auto&&... why) {
+    if (!ok) DT_USAGE("option '", key, "': ", text(why)...);
   };
   if (c.train_data.empty() && c.job.empty())
     DT_USAGE("no job: give a job file (--job jobs/fashion_lenet.ini) or at least --train-data FILE; "
@@ -243,8 +253,10 @@ void validate(TrainConfig& c, const Options& o) {
        "must be in [0, epochs = ", c.epochs, "], got ", c.warmup_epochs);
   need(std::isfinite(c.lr_step_epochs) && c.lr_step_epochs >= 0.0f && c.lr_step_epochs <= 1e6, "lr-step-epochs",
        "must be a finite number >= 0, got ", c.lr_step_epochs);
-  need(std::isfinite(c.bucket_mb) && c.bucket_mb > 0 && c.bucket_mb <= 4096, "bucket-mb",
-       "must be a number of MiB in (0, 4096], got ", c.bucket_mb);
+  // At least 1 byte (the exchange's own bound, comm/exchange.cpp), checked
+  // here so that it is refused before the run folder is made.
+  need(std::isfinite(c.bucket_mb) && c.bucket_mb * 1048576.0 >= 1.0 && c.bucket_mb <= 4096, "bucket-mb",
+       "must be a number of MiB from 1 byte (9.5e-07) to 4096, got ", c.bucket_mb);
   c.wait_policy = parse_choice(kWaits, "wait-policy", o.wait_policy);
   need(std::isfinite(c.comm_timeout) && c.comm_timeout >= 0, "comm-timeout", "must be a number of seconds >= 0, got ",
        c.comm_timeout);
@@ -343,7 +355,7 @@ bool parse_train_args(const std::vector<std::string>& args, TrainConfig& cfg) {
   try {
     const po::parsed_options parsed = po::command_line_parser(args).options(o.desc).style(option_style()).run();
     refuse_option_like_values(parsed, "command line: ");
-    refuse_underflowing_numbers(parsed, o.desc, "command line: ");
+    refuse_bad_numbers(parsed, o.desc, "command line: ");
     po::store(parsed, vm);
   } catch (const po::error& e) {
     rethrow_usage(e, "command line: ", o.desc);
@@ -365,7 +377,7 @@ bool parse_train_args(const std::vector<std::string>& args, TrainConfig& cfg) {
     std::istringstream in(body);
     try {
       const po::parsed_options parsed = po::parse_config_file(in, o.desc, /*allow_unregistered=*/false);
-      refuse_underflowing_numbers(parsed, o.desc, "job file '" + path + "': ");
+      refuse_bad_numbers(parsed, o.desc, "job file '" + path + "': ");
       for (const auto& opt : parsed.options)
         if (opt.string_key == "job")
           DT_USAGE("job file '", path, "': key 'job': a job file cannot name another one (there are no includes); "

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cctype>
+#include <cerrno>
 #include <cstdlib>
 #include <cstdint>
 #include <limits>
@@ -68,19 +70,24 @@ int option_style() {
 }
 
 std::string nearest_option(const std::string& name, const po::options_description& desc) {
-  const std::string want = strip_dashes(name);
+  // Case does not count: `LR = 0.1` in a job file is one edit from nothing else.
+  auto lower = [](std::string t) {
+    std::transform(t.begin(), t.end(), t.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    return t;
+  };
+  const std::string want = lower(strip_dashes(name));
   if (want.empty()) return {};
   std::string best;
   size_t best_d = static_cast<size_t>(-1);
   for (const auto& opt : desc.options()) {
-    const std::string& cand = opt->long_name();
+    const std::string cand = lower(opt->long_name());
     if (cand.empty()) continue;
     size_t d = edit_distance(want, cand);
     // A prefix of a real option (an abbreviation, refused) is close too.
     if (cand.size() > want.size() && cand.compare(0, want.size(), want) == 0 && want.size() >= 3) d = std::min<size_t>(d, 1);
     if (d < best_d) {
       best_d = d;
-      best = cand;
+      best = opt->long_name();
     }
   }
   const size_t limit = std::max<size_t>(1, (want.size() + 1) / 4);  // 1 edit up to 6 letters, 2 up to 10, …
@@ -108,36 +115,101 @@ void refuse_option_like_values(const po::parsed_options& parsed, const std::stri
 
 namespace {
 
-// True, with the type's smallest nonzero magnitude in *smallest, when `v` is a
-// plain nonzero number that an option of floating type T stores as 0.
+bool digit(char c) { return c >= '0' && c <= '9'; }
+
+// [+-]? (d+ (.d*)? | .d+) ([eE] [+-]? d+)? — what the options take as a number
+// (no spaces, no hex, no suffix). *nonzero: a digit before the exponent is not 0.
+bool is_decimal(const std::string& s, bool* nonzero) {
+  size_t i = 0, n = s.size();
+  *nonzero = false;
+  if (i < n && (s[i] == '+' || s[i] == '-')) ++i;
+  size_t digits = 0;
+  for (; i < n && digit(s[i]); ++i, ++digits) *nonzero |= s[i] != '0';
+  if (i < n && s[i] == '.')
+    for (++i; i < n && digit(s[i]); ++i, ++digits) *nonzero |= s[i] != '0';
+  if (digits == 0) return false;
+  if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+    ++i;
+    if (i < n && (s[i] == '+' || s[i] == '-')) ++i;
+    if (i == n || !digit(s[i])) return false;
+    while (i < n && digit(s[i])) ++i;
+  }
+  return i == n;
+}
+
+// inf, infinity, nan, with a sign, any case: read as numbers (validate() says
+// whether an option takes them: "must be a finite number").
+bool is_inf_nan(const std::string& s) {
+  std::string t = s;
+  if (!t.empty() && (t[0] == '+' || t[0] == '-')) t.erase(0, 1);
+  std::transform(t.begin(), t.end(), t.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return t == "inf" || t == "infinity" || t == "nan";
+}
+
 template <typename T>
-bool rounds_to_zero(const po::value_semantic* sem, const std::string& v, std::string* smallest) {
+std::string floating_problem(const std::string& v) {
+  if (is_inf_nan(v)) return {};
+  bool nonzero = false;
+  if (!is_decimal(v, &nonzero)) return "which is not a decimal number (such as 0.01 or 1e-4)";
+  const char* type = sizeof(T) == 4 ? "a float" : "a double";
+  const T x = sizeof(T) == 4 ? static_cast<T>(std::strtof(v.c_str(), nullptr)) : static_cast<T>(std::strtod(v.c_str(), nullptr));
+  if (std::isinf(x))
+    return std::string("which is beyond ") + type + "'s largest magnitude (" + (sizeof(T) == 4 ? "3.4e38" : "1.8e308") + ")";
+  if (x == T(0) && nonzero)
+    return std::string("which ") + type + " holds as 0 (its smallest nonzero magnitude is " +
+           (sizeof(T) == 4 ? "1.4e-45" : "4.9e-324") + ")";
+  return {};
+}
+
+template <typename T>
+std::string integer_problem(const std::string& v) {
+  size_t i = v.size() > 0 && (v[0] == '+' || v[0] == '-') ? 1 : 0;
+  if (i == v.size() || !std::all_of(v.begin() + static_cast<std::ptrdiff_t>(i), v.end(), digit))
+    return "which is not an integer";
+  errno = 0;
+  bool fits;
+  if (v[0] == '-') {
+    const long long x = std::strtoll(v.c_str(), nullptr, 10);
+    fits = errno != ERANGE && std::numeric_limits<T>::is_signed && x >= static_cast<long long>(std::numeric_limits<T>::min());
+  } else {
+    const unsigned long long x = std::strtoull(v.c_str(), nullptr, 10);
+    fits = errno != ERANGE && x <= static_cast<unsigned long long>(std::numeric_limits<T>::max());
+  }
+  if (fits) return {};
+  return "which is beyond the range of its type (" + std::to_string(std::numeric_limits<T>::min()) + " to " +
+         std::to_string(std::numeric_limits<T>::max()) + ")";
+}
+
+// Why `v` is not a value of the option's numeric type, or "" (also for a
+// value of no numeric type: Boost reads it).
+template <typename T>
+bool typed_problem(const po::value_semantic* sem, const std::string& v, std::string* why) {
   if (!dynamic_cast<const po::typed_value<T>*>(sem)) return false;
-  char* end = nullptr;
-  const long double x = std::strtold(v.c_str(), &end);
-  if (end == v.c_str() || *end != '\0' || !std::isfinite(x) || x == 0.0L) return false;
-  if (static_cast<T>(x) != T(0)) return false;
-  *smallest = sizeof(T) == 4 ? "1.4e-45" : "4.9e-324";
+  if constexpr (std::is_floating_point_v<T>) *why = floating_problem<T>(v);
+  else *why = integer_problem<T>(v);
   return true;
 }
 
 }  // namespace
 
-void refuse_underflowing_numbers(const po::parsed_options& parsed, const po::options_description& desc,
-                                 const std::string& where) {
+std::string float_problem(const std::string& text) { return floating_problem<float>(text); }
+std::string double_problem(const std::string& text) { return floating_problem<double>(text); }
+
+void refuse_bad_numbers(const po::parsed_options& parsed, const po::options_description& desc,
+                        const std::string& where) {
   for (const po::option& opt : parsed.options) {
     if (opt.string_key.empty() || opt.value.size() != 1) continue;
     const po::option_description* d = desc.find_nothrow(opt.string_key, false);
     if (!d) continue;
     const po::value_semantic* sem = d->semantic().get();
-    std::string smallest;
     const std::string& v = opt.value.front();
-    if (rounds_to_zero<float>(sem, v, &smallest))
-      DT_USAGE(where, "option '", opt.string_key, "' got '", v, "', which a float holds as 0 (its smallest nonzero magnitude is ",
-               smallest, ")");
-    if (rounds_to_zero<double>(sem, v, &smallest))
-      DT_USAGE(where, "option '", opt.string_key, "' got '", v, "', which a double holds as 0 (its smallest nonzero magnitude is ",
-               smallest, ")");
+    std::string why;
+    if (typed_problem<float>(sem, v, &why) || typed_problem<double>(sem, v, &why) || typed_problem<int>(sem, v, &why) ||
+        typed_problem<int64_t>(sem, v, &why) || typed_problem<long long>(sem, v, &why) ||
+        typed_problem<unsigned>(sem, v, &why) || typed_problem<uint64_t>(sem, v, &why) ||
+        typed_problem<unsigned long long>(sem, v, &why)) {
+      if (!why.empty()) DT_USAGE(where, "option '", opt.string_key, "' got '", v, "', ", why);
+    }
   }
 }
 
@@ -149,7 +221,7 @@ po::variables_map parse_command_line(const std::vector<std::string>& args, const
     if (pos) p.positional(*pos);
     const po::parsed_options parsed = p.run();
     refuse_option_like_values(parsed, where);
-    refuse_underflowing_numbers(parsed, desc, where);
+    refuse_bad_numbers(parsed, desc, where);
     po::store(parsed, vm);
     po::notify(vm);
   } catch (const po::error& e) {

@@ -36,14 +36,24 @@ std::string nearest_option(const std::string& name, const po::options_descriptio
 // of that name (a helper's finding, 2026-12-04). No dtrain value starts so.
 void refuse_option_like_values(const po::parsed_options& parsed, const std::string& where);
 
-// Throws UsageError when a nonzero number is given to an option of floating
-// type that stores it as 0: `--lr 1e-50` was refused as "must be > 0, got 0",
-// a value nobody typed (a helper's finding, 2026-12-04).
-void refuse_underflowing_numbers(const po::parsed_options& parsed, const po::options_description& desc,
-                                 const std::string& where);
+// Throws UsageError, naming the option and the value as typed, when a value
+// of an option of numeric type is not one: not a decimal number (such as 0.01
+// or 1e-4; no spaces, hex or suffixes) or integer, beyond the type's range, or
+// a nonzero number the type holds as 0. `--lr 1e-50` was refused as "must be
+// > 0, got 0", a value nobody typed, and `--comm-timeout 1e-5000` (0: no
+// timeout) was taken (a helper's findings, 2026-12-04). inf and nan pass:
+// validate() says whether the option takes them.
+void refuse_bad_numbers(const po::parsed_options& parsed, const po::options_description& desc,
+                        const std::string& where);
+
+// The same reading of one number for the list and range options (mean, std,
+// lr-milestones, rrc-scale): "" when `text` is a float (a double), else why
+// not, as a clause ("which is not a decimal number …").
+std::string float_problem(const std::string& text);
+std::string double_problem(const std::string& text);
 
 // store + notify of a command line, through rethrow_usage on any error,
-// refuse_option_like_values and refuse_underflowing_numbers.
+// refuse_option_like_values and refuse_bad_numbers.
 // where: e.g. "dtrain report: ".
 po::variables_map parse_command_line(const std::vector<std::string>& args, const po::options_description& desc,
                                      const std::string& where,

@@ -93,47 +93,90 @@ TEST_CASE("an unknown option or key names the nearest valid one", "[config]") {
   CHECK_THAT(usage_message({"--train-data", "x.h5", "--frob", "1"}), !Catch::Contains("did you mean"));  // not --job
   const std::string job = write_job("typo.ini", "model = lenet5\nmomentun = 0.9\n");
   CHECK_THAT(usage_message({"--job", job, "--train-data", "x.h5"}), Catch::Contains("(did you mean key 'momentum'?)"));
+  const std::string upper = write_job("upper.ini", "model = lenet5\nLR = 0.1\n");  // case does not count
+  CHECK_THAT(usage_message({"--job", upper, "--train-data", "x.h5"}), Catch::Contains("(did you mean key 'lr'?)"));
+  std::filesystem::remove(upper);
   std::filesystem::remove(job);
 }
 
-// Boost says "is invalid" alike for "abc" and for a number out of the type's
-// range (a helper's finding: --lr 1e300); the message says what the option takes.
-TEST_CASE("a value the option's type cannot hold says what the option takes", "[config]") {
-  CHECK_THAT(usage_message({"--train-data", "x.h5", "--lr", "1e300"}),
-             Catch::Contains("'--lr' is invalid (it takes a number of magnitude at most 3.4e38)"));
-  CHECK_THAT(usage_message({"--train-data", "x.h5", "--minibatch", "99999999999"}),
-             Catch::Contains("'--minibatch' is invalid (it takes an integer from -2147483648 to 2147483647)"));
-  CHECK_THAT(usage_message({"--train-data", "x.h5", "--minibatch", "1.5"}), Catch::Contains("it takes an integer"));
-  const std::string job = write_job("range.ini", "model = lenet5\nlr = 1e39\n");
-  CHECK_THAT(usage_message({"--job", job, "--train-data", "x.h5"}),
-             Catch::Contains("option 'lr' is invalid (it takes a number of magnitude at most 3.4e38)"));
-  // Also where the command line overrides the key (the file's value was never read).
-  CHECK_THAT(usage_message({"--job", job, "--train-data", "x.h5", "--lr", "0.01"}),
-             Catch::Contains("job file '" + job + "': the argument ('1e39') for option 'lr' is invalid"));
-  std::filesystem::remove(job);
-}
-
-// A nonzero number the type stores as 0 was refused as "got 0", a value nobody
-// typed (a helper's finding); NaN named no value at all for bucket-mb.
-TEST_CASE("a number the option's type holds as 0 or NaN is named as typed", "[config]") {
-  CHECK_THAT(usage_message({"--train-data", "x.h5", "--lr", "1e-50"}),
-             Catch::Contains("command line: option 'lr' got '1e-50', which a float holds as 0 "
-                             "(its smallest nonzero magnitude is 1.4e-45)"));
-  CHECK_THAT(usage_message({"--train-data", "x.h5", "--weight-decay", "-1e-60"}),
-             Catch::Contains("option 'weight-decay' got '-1e-60', which a float holds as 0"));
-  // Zero itself, a number the type holds and a subnormal pass this check.
+// Boost said "is invalid" alike for "abc" and for a number out of the type's
+// range (a helper's finding: --lr 1e300), and read `--lr 1e-50` as 0 ("must be
+// > 0, got 0", a value nobody typed) and `--comm-timeout 1e-5000` as 0 (no
+// timeout, taken): every numeric value is read first as typed and refused
+// naming it and what is wrong with it (engine/options.hpp refuse_bad_numbers).
+TEST_CASE("a numeric value is refused as typed with what is wrong with it", "[config]") {
+  auto cli = [](const char* key, const char* value) {
+    return usage_message({"--train-data", "x.h5", std::string("--") + key, value});
+  };
+  CHECK_THAT(cli("lr", "1e300"),
+             Catch::Contains("command line: option 'lr' got '1e300', which is beyond a float's largest magnitude (3.4e38)"));
+  CHECK_THAT(cli("lr", "1e-50"),
+             Catch::Contains("option 'lr' got '1e-50', which a float holds as 0 (its smallest nonzero magnitude is 1.4e-45)"));
+  CHECK_THAT(cli("lr", "1e-5000"), Catch::Contains("option 'lr' got '1e-5000', which a float holds as 0"));
+  CHECK_THAT(cli("comm-timeout", "1e-5000"), Catch::Contains("option 'comm-timeout' got '1e-5000', which a double holds as 0"));
+  CHECK_THAT(cli("heartbeat-timeout", "1e-400"), Catch::Contains("which a double holds as 0"));
+  CHECK_THAT(cli("weight-decay", "-1e-60"), Catch::Contains("option 'weight-decay' got '-1e-60', which a float holds as 0"));
+  for (const char* junk : {"0.01f", "0x1p-3", " 0.01", "1e", ".", "1,5", "abc", ""})
+    CHECK_THAT(cli("lr", junk), Catch::Contains("option 'lr' got '" + std::string(junk) + "', which is not a decimal number"));
+  CHECK_THAT(cli("minibatch", "99999999999"),
+             Catch::Contains("option 'minibatch' got '99999999999', which is beyond the range of its type (-2147483648 to 2147483647)"));
+  CHECK_THAT(cli("minibatch", "1.5"), Catch::Contains("option 'minibatch' got '1.5', which is not an integer"));
+  CHECK_THAT(cli("minibatch", "0x10"), Catch::Contains("which is not an integer"));
+  // inf and nan are numbers: validate() refuses them where a finite one is needed.
+  CHECK_THAT(cli("lr", "nan"), Catch::Contains("option 'lr': must be a finite number > 0, got nan"));
+  // Zero itself, a subnormal, a sign, the largest float and integers with a sign or leading zeros pass.
   TrainConfig c;
-  REQUIRE(parse_train_args({"--train-data", "x.h5", "--weight-decay", "0e-50", "--lr", "1e-40"}, c));
+  REQUIRE(parse_train_args({"--train-data", "x.h5", "--weight-decay", "0e-5000", "--lr", "1e-40", "--momentum", "+.5",
+                            "--clip-grad-norm", "3.4028235e38", "--epochs", "+3", "--log-interval", "010"},
+                           c));
   CHECK(c.weight_decay == 0.0f);
   CHECK(c.lr > 0.0f);
-  const std::string job = write_job("tiny.ini", "model = lenet5\nlr = 1e-50\n");
+  CHECK(c.momentum == 0.5f);
+  CHECK(c.epochs == 3);
+  CHECK(c.log_interval == 10);
+  // A job file's values alike, also where the command line overrides the key.
+  const std::string job = write_job("range.ini", "model = lenet5\nlr = 1e39\n");
   CHECK_THAT(usage_message({"--job", job, "--train-data", "x.h5"}),
-             Catch::Contains("job file '" + job + "': option 'lr' got '1e-50', which a float holds as 0"));
+             Catch::Contains("job file '" + job + "': option 'lr' got '1e39', which is beyond a float's largest magnitude"));
+  CHECK_THAT(usage_message({"--job", job, "--train-data", "x.h5", "--lr", "0.01"}),
+             Catch::Contains("job file '" + job + "': option 'lr' got '1e39'"));
   std::filesystem::remove(job);
-  CHECK_THAT(usage_message({"--train-data", "x.h5", "--bucket-mb", "nan"}),
-             Catch::Contains("option 'bucket-mb': must be a number of MiB in (0, 4096], got nan"));
-  CHECK_THAT(usage_message({"--train-data", "x.h5", "--bucket-mb", "0"}),
-             Catch::Contains("option 'bucket-mb': must be a number of MiB in (0, 4096], got 0"));
+  const std::string tiny = write_job("tiny.ini", "model = lenet5\nlr = 1e-50\n");
+  CHECK_THAT(usage_message({"--job", tiny, "--train-data", "x.h5"}),
+             Catch::Contains("job file '" + tiny + "': option 'lr' got '1e-50', which a float holds as 0"));
+  std::filesystem::remove(tiny);
+}
+
+TEST_CASE("list and range values are read as the single numbers are", "[config]") {
+  CHECK_THAT(usage_message({"--train-data", "x.h5", "--mean", "1e-50"}),
+             Catch::Contains("option 'mean': '1e-50', which a float holds as 0"));
+  CHECK_THAT(usage_message({"--train-data", "x.h5", "--std", "0.5,1e39"}),
+             Catch::Contains("option 'std': '1e39' in '0.5,1e39', which is beyond a float's largest magnitude"));
+  CHECK_THAT(usage_message({"--train-data", "x.h5", "--mean", "0x10"}),
+             Catch::Contains("option 'mean': '0x10' is not a comma-separated list of decimal numbers"));
+  CHECK_THAT(usage_message({"--train-data", "x.h5", "--mean", "0.5,"}), Catch::Contains("'0.5,' has an empty item"));
+  CHECK_THAT(usage_message({"--train-data", "x.h5", "--rrc-scale", "1e-400,1"}),
+             Catch::Contains("option 'rrc-scale': '1e-400' in '1e-400,1', which a double holds as 0"));
+  CHECK_THAT(usage_message({"--train-data", "x.h5", "--rrc-scale", "a,1"}), Catch::Contains("is not a range MIN,MAX"));
+  // A float subnormal is a float; spaces around items (a job file's "0.5, 0.4") are allowed.
+  TrainConfig c;
+  REQUIRE(parse_train_args({"--train-data", "x.h5", "--std", "1e-40", "--rrc-scale", "0.08, 1", "--lr-milestones",
+                            " 30, 60 ", "--lr-schedule", "step"},
+                           c));
+  REQUIRE(c.std.size() == 1);
+  CHECK(c.std[0] > 0.0f);
+  CHECK(c.rrc_scale_min == Approx(0.08));
+  CHECK(c.lr_milestones == std::vector<float>{30.0f, 60.0f});
+}
+
+// A number the type holds exactly is printed as typed: 4096.0000000001 read
+// "got 4096", inside the range it was refused for; NaN named no value at all.
+TEST_CASE("a refused bucket-mb names the value as typed", "[config]") {
+  CHECK_THAT(usage_message({"--train-data", "x.h5", "--bucket-mb", "4096.0000000001"}),
+             Catch::Contains("option 'bucket-mb': must be a number of MiB from 1 byte (9.5e-07) to 4096, got 4096.0000000001"));
+  CHECK_THAT(usage_message({"--train-data", "x.h5", "--bucket-mb", "nan"}), Catch::Contains("to 4096, got nan"));
+  // Below 1 byte: refused here, not by the exchange after the run folder was made.
+  CHECK_THAT(usage_message({"--train-data", "x.h5", "--bucket-mb", "1e-9"}), Catch::Contains("to 4096, got 1e-09"));
   CHECK_THAT(usage_message({"--train-data", "x.h5", "--comm-timeout", "-1"}), Catch::Contains("got -1"));
 }
 

@@ -53,13 +53,30 @@ expect_watchdog() {
   [ "$n" = 1 ] || fail "$name: $n error messages, wanted one: $out"
 }
 
+# expect_failure_record NAME FILE PREFIX SECONDS: rank 0's metrics file ends
+# with the failure record of the watchdog's message (exit code 1), written
+# after at least SECONDS (the heartbeat timeout).
+expect_failure_record() {
+  local name=$1 file=$2
+  tail -n 1 "$file" | PREFIX=$3 MIN_S=$4 python3 -c '
+import json, os, sys
+r = json.loads(sys.stdin.read())
+assert (r["kind"] == "failed" and r["error"].startswith(os.environ["PREFIX"]) and r["error"].endswith("; ending the job")
+        and r["exit_code"] == 1 and r["wall_s"] > float(os.environ["MIN_S"])), r' \
+    || fail "$name: the metrics file does not end with the failure: $(tail -n 2 "$file")"
+  echo "ok: $name: rank 0's metrics file ends with {\"kind\":\"failed\"}: $3…"
+}
+
 # (a) A worker SIGKILLed at step 5.
 run_failing "worker 1 killed" 5 1 kill --
 grep -qE "process rank 1 with PID [0-9]+ on node $host exited on signal 9" <<<"$out" \
   || fail "Open MPI did not name rank 1: $out"
-run_failing "worker 1 killed, the launcher going on" 5 1 kill --mca orte_abort_on_non_zero_status 0 -- \
-  --heartbeat-timeout 5
+# Rank 2's watchdog names it; rank 0, which watches rank 4, gets the alarm
+# for its failure record.
+FAIL_METRICS="$SCRATCH/worker_killed.jsonl" run_failing "worker 1 killed, the launcher going on" 5 1 kill \
+  --mca orte_abort_on_non_zero_status 0 -- --heartbeat-timeout 5
 expect_watchdog "worker 1 killed" 1 "worker 1" 5
+expect_failure_record "worker 1 killed" "$SCRATCH/worker_killed.jsonl" "rank 1 (worker 1 on " 5
 
 # (b) A parameter server SIGKILLed at step 7.
 run_failing "server killed" 7 4 kill --
@@ -76,13 +93,7 @@ expect_watchdog "server killed" 4 "parameter server 0" 7
 FAIL_METRICS="$SCRATCH/server_stopped.jsonl" run_failing "server stopped" 3 4 stop -- --heartbeat-timeout 10
 expect_watchdog "server stopped" 4 "parameter server 0" 3
 awk -v t="$took" 'BEGIN { exit !(t >= 10) }' || fail "the stopped server was reported after $took s, before the 10 s timeout"
-tail -n 1 "$SCRATCH/server_stopped.jsonl" | python3 -c '
-import json, sys
-r = json.loads(sys.stdin.read())
-assert (r["kind"] == "failed" and r["error"].startswith("rank 4 (parameter server 0 on ")
-        and r["exit_code"] == 1 and r["wall_s"] > 10), r' \
-  || fail "server stopped: the metrics file does not end with the failure: $(tail -n 2 "$SCRATCH/server_stopped.jsonl")"
-echo "ok: server stopped: rank 0's metrics file ends with {\"kind\":\"failed\"} naming rank 4"
+expect_failure_record "server stopped" "$SCRATCH/server_stopped.jsonl" "rank 4 (parameter server 0 on " 10
 
 # No false alarm: a 2 s timeout, rank 0 saving the parameters after the
 # others left.
