@@ -4,7 +4,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -31,7 +33,8 @@ void write_line(int fd, const std::string& path, const nlohmann::json& record) {
     }
     if (n < 0 && errno == EINTR) continue;
     const int err = n < 0 ? errno : ENOSPC;
-    if (end >= 0 && ::ftruncate(fd, end) != 0) {
+    // Nothing of the record written (a file made read-only): nothing to cut.
+    if (done > 0 && end >= 0 && ::ftruncate(fd, end) != 0) {
       DT_FAIL("metrics file '", path, "': writing a '", record.value("kind", "?"), "' record failed (",
               std::strerror(err), ") and cutting the file back to its last whole record failed too (",
               std::strerror(errno), "): its last line is incomplete");
@@ -47,8 +50,39 @@ MetricsWriter::MetricsWriter(const std::string& path, bool append) : path_(path)
   auto parent = std::filesystem::path(path).parent_path();
   std::error_code ec;
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | (append ? O_APPEND : O_TRUNC), 0644);
+  fd_ = ::open(path.c_str(), (append ? O_RDWR : O_WRONLY) | O_CREAT | O_CLOEXEC | (append ? O_APPEND : O_TRUNC), 0644);
   if (fd_ < 0) DT_USAGE("option 'metrics': cannot open '", path, "' for writing: ", std::strerror(errno));
+  if (append) cut_partial_last_line();
+}
+
+// A file whose last line has no newline (a writer killed mid-record, a copy
+// cut short) would have the next record glued onto it, and both lost to a
+// reader: the fragment, never a whole record, is cut off and shown.
+void MetricsWriter::cut_partial_last_line() {
+  const off_t size = ::lseek(fd_, 0, SEEK_END);
+  if (size <= 0) return;
+  char last = '\n';
+  if (::pread(fd_, &last, 1, size - 1) != 1 || last == '\n') return;
+  off_t start = size;  // the fragment: from after the last newline to the end
+  std::string fragment;
+  char buf[4096];
+  while (start > 0) {
+    const off_t from = std::max<off_t>(0, start - static_cast<off_t>(sizeof buf));
+    const ssize_t n = ::pread(fd_, buf, static_cast<size_t>(start - from), from);
+    if (n != start - from) return;  // unreadable: leave the file as it is
+    const char* nl = static_cast<const char*>(::memrchr(buf, '\n', static_cast<size_t>(n)));
+    if (nl) {
+      fragment.insert(0, nl + 1, static_cast<size_t>(buf + n - (nl + 1)));
+      start = from + (nl + 1 - buf);
+      break;
+    }
+    fragment.insert(0, buf, static_cast<size_t>(n));
+    start = from;
+  }
+  if (::ftruncate(fd_, start) != 0)
+    DT_USAGE("option 'metrics': '", path_, "' ends in a cut line, which cannot be removed: ", std::strerror(errno));
+  std::fprintf(stderr, "dtrain: warning: metrics file '%s' ended in a cut line (no newline), removed before appending: %.200s\n",
+               path_.c_str(), fragment.c_str());
 }
 
 MetricsWriter::~MetricsWriter() {

@@ -40,7 +40,9 @@ class MetricsWriter {
  public:
   MetricsWriter() = default;
   // path "" = no file (write() does nothing); append: continue an existing
-  // file instead of truncating it. Throws UsageError if it cannot be opened.
+  // file instead of truncating it — a last line without a newline (a writer
+  // killed mid-record) is cut off first, with a warning showing it. Throws
+  // UsageError if it cannot be opened.
   explicit MetricsWriter(const std::string& path, bool append = false);
   ~MetricsWriter();
   MetricsWriter(const MetricsWriter&) = delete;
@@ -59,6 +61,7 @@ class MetricsWriter {
 
  private:
   static void append_locked(const std::string& path, const nlohmann::json& record);
+  void cut_partial_last_line();
   std::string path_;
   int fd_ = -1;
 };

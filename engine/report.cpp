@@ -75,6 +75,7 @@ MeasuredRun read_run(const std::string& path) {
   std::vector<double> st, tc, ips;
   nlohmann::json rec;  // the last run record
   std::string failed;  // the error of the last {"kind":"failed"} record
+  int failed_line = 0;
   int rec_line = 0, n = 0;
   std::string line;
   while (std::getline(f, line)) {
@@ -98,7 +99,9 @@ MeasuredRun read_run(const std::string& path) {
       rec_line = n;
     } else if (*kind == "failed") {
       auto e = j.find("error");
-      failed = e != j.end() && e->is_string() ? e->get<std::string>() : std::string("(no message)");
+      failed = e != j.end() && e->is_string() && !e->get<std::string>().empty() ? e->get<std::string>()
+                                                                               : std::string("(no message)");
+      failed_line = n;
     } else if (*kind == "step") {
       const Record s{j, path, n, "step"};
       ips.push_back(s.number("images_per_s", 0, true));
@@ -109,6 +112,11 @@ MeasuredRun read_run(const std::string& path) {
     DT_USAGE("dtrain report: ", path, " is of a run that failed, with no {\"kind\":\"run\"} record: ", failed);
   if (rec.is_null())
     DT_USAGE("dtrain report: ", path, " has no {\"kind\":\"run\"} record (written when a run finishes)");
+  // --metrics-append: a start that failed after an earlier one finished (a
+  // requeued Slurm job): the earlier run record is not this file's result.
+  if (failed_line > rec_line)
+    DT_USAGE("dtrain report: ", path, ":", failed_line, ": the last start of this run failed, after the run record of line ",
+             rec_line, ": ", failed);
   const Record q{rec, path, rec_line, "run"};
   r.model = q.text("model");
   const std::string mode = q.text("mode");

@@ -64,3 +64,34 @@ TEST_CASE("a failure recorder that throws is swallowed and none registered does 
   CHECK(calls == 1);
   dtrain::set_failure_recorder({});
 }
+
+// --metrics-append onto a file whose last line has no newline (a writer killed
+// mid-record) glued the first new record onto it: both unreadable, and the
+// whole file refused by dtrain report (a helper's finding).
+TEST_CASE("appending to a metrics file cuts off a last line without a newline", "[metrics]") {
+  TempDir dir;
+  for (size_t fragment_bytes : {size_t(20), size_t(10000)}) {  // within one read block and across three
+    const std::string path = dir.file("cut" + std::to_string(fragment_bytes) + ".jsonl");
+    {
+      std::ofstream f(path);
+      f << "{\"kind\":\"step\",\"step\":1}\n{\"kind\":\"step\",\"step\":2}\n"
+        << "{\"kind\":\"step\",\"pad\":\"" << std::string(fragment_bytes, 'x');  // cut: no newline
+    }
+    {
+      MetricsWriter w(path, /*append=*/true);
+      w.write({{"kind", "step"}, {"step", 3}});
+    }
+    const auto recs = records(path);  // throws on a line that is not JSON
+    REQUIRE(recs.size() == 3);
+    CHECK(recs[2]["step"] == 3);
+  }
+  // A file of one cut line only, and a whole file, which is left as it is.
+  const std::string only = dir.file("only.jsonl");
+  { std::ofstream(only) << "{\"kind\""; }
+  { MetricsWriter(only, true).write({{"kind", "step"}, {"step", 1}}); }
+  CHECK(records(only).size() == 1);
+  const std::string whole = dir.file("whole.jsonl");
+  { std::ofstream(whole) << "{\"kind\":\"step\",\"step\":1}\n"; }
+  { MetricsWriter(whole, true).write({{"kind", "step"}, {"step", 2}}); }
+  CHECK(records(whole).size() == 2);
+}

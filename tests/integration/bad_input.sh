@@ -67,6 +67,15 @@ expect_exit 2 "cores0.jsonl:2: run record: field 'cores' is 0" -- \
 expect_exit 2 "ps0.jsonl:2: run record: field 'servers' is 0, mode ps needs ≥ 1" -- \
   "$DTRAIN" report --metrics "$(metrics ps0.jsonl "$STEP" "${RUN/allreduce/ps}")"
 expect_exit 2 "use a smaller --log-interval" -- "$DTRAIN" report --metrics "$(metrics nosteps.jsonl "$RUN")"
+# --metrics-append: a start that failed after an earlier one finished is the
+# file's result, not the earlier run record; a failed start before a finished
+# one is not (a requeued Slurm job that then completed).
+FAILED='{"kind":"failed","error":"rank 0 on h: training loss is 1e+17 at step 2","exit_code":1,"wall_s":0.1}'
+expect_exit 2 "failed_last.jsonl:4: the last start of this run failed, after the run record of line 2: rank 0 on h: training loss" -- \
+  "$DTRAIN" report --metrics "$(metrics failed_last.jsonl "$STEP" "$RUN" "$STEP" "$FAILED")"
+out=$("$DTRAIN" report --metrics "$(metrics failed_first.jsonl "$STEP" "$FAILED" "$STEP" "$RUN")") \
+  || fail "report on a failed start followed by a finished one: $out"
+echo "ok: dtrain report names a failure after the last run record, and takes a run record after a failure"
 ok=$(metrics ok.jsonl "$STEP" "$STEP" "$RUN")
 # Profiles: a good one, then one damaged field at a time.
 PROF='{"kind":"profile","model":"lenet5","threads":1,"cores":2,"param_bytes":246824,"fixed_bytes":740472,"per_sample_bytes":100000,"points":[{"minibatch":8,"t_c_s":0.002,"images_per_s":4000,"memory_bytes":1000000}],"intra":{"bandwidth_Bps":1e9,"latency_s":1e-6},"inter":{"bandwidth_Bps":2e9,"latency_s":2e-6}}'
