@@ -85,6 +85,13 @@ MeasuredRun read_run(const std::string& path) {
     try {
       j = nlohmann::json::parse(line);
     } catch (const nlohmann::json::exception& e) {
+      // A last line without a newline: a record cut by a killed writer (the
+      // records before it are whole; --metrics-append cuts it off too).
+      if (f.eof()) {
+        std::fprintf(stderr, "dtrain report: warning: %s:%d: a cut last line (no newline, not JSON) is left out\n",
+                     path.c_str(), n);
+        break;
+      }
       DT_USAGE("dtrain report: ", path, ":", n, ": the line is not JSON (", e.what(), ")");
     }
     if (!j.is_object())

@@ -160,11 +160,14 @@ int cmd_tune(const std::vector<std::string>& args) {
   std::vector<std::string> job_args;
   try {
     auto parsed = po::command_line_parser(args).options(desc).style(option_style()).allow_unregistered().run();
+    // Tune's own numbers as train's (the job's are checked when the job is read):
+    // `--link-gbps 1e-400` was read as 0, "measure".
+    refuse_bad_numbers(parsed, desc, "dtrain tune: ");
     po::store(parsed, vm);
     po::notify(vm);
     job_args = po::collect_unrecognized(parsed.options, po::include_positional);
   } catch (const po::error& e) {
-    DT_USAGE("dtrain tune: ", e.what());
+    rethrow_usage(e, "dtrain tune: ", desc);
   }
   if (vm.count("help")) {
     std::cout << desc;

@@ -16,16 +16,9 @@
 #include "tests/test_io_util.hpp"
 
 using dtrain::engine::MetricsWriter;
+using dtrain::test::json_lines;
 using dtrain::test::TempDir;
 
-namespace {
-std::vector<nlohmann::json> records(const std::string& path) {
-  std::vector<nlohmann::json> out;
-  std::ifstream in(path);
-  for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
-  return out;
-}
-}  // namespace
 
 TEST_CASE("record_failure appends the failure once after the metrics records", "[metrics]") {
   TempDir dir;
@@ -43,7 +36,7 @@ TEST_CASE("record_failure appends the failure once after the metrics records", "
     CHECK(calls == 1);
     w.write({{"kind", "step"}, {"step", 2}});  // the writer's file stays whole around it
   }
-  const auto recs = records(path);
+  const auto recs = json_lines(path);
   REQUIRE(recs.size() == 3);
   CHECK(recs[1]["kind"] == "failed");
   CHECK(recs[1]["error"] == "rank 0 on h: the first failure");
@@ -81,7 +74,7 @@ TEST_CASE("appending to a metrics file cuts off a last line without a newline", 
       MetricsWriter w(path, /*append=*/true);
       w.write({{"kind", "step"}, {"step", 3}});
     }
-    const auto recs = records(path);  // throws on a line that is not JSON
+    const auto recs = json_lines(path);  // throws on a line that is not JSON
     REQUIRE(recs.size() == 3);
     CHECK(recs[2]["step"] == 3);
   }
@@ -89,9 +82,9 @@ TEST_CASE("appending to a metrics file cuts off a last line without a newline", 
   const std::string only = dir.file("only.jsonl");
   { std::ofstream(only) << "{\"kind\""; }
   { MetricsWriter(only, true).write({{"kind", "step"}, {"step", 1}}); }
-  CHECK(records(only).size() == 1);
+  CHECK(json_lines(only).size() == 1);
   const std::string whole = dir.file("whole.jsonl");
   { std::ofstream(whole) << "{\"kind\":\"step\",\"step\":1}\n"; }
   { MetricsWriter(whole, true).write({{"kind", "step"}, {"step", 2}}); }
-  CHECK(records(whole).size() == 2);
+  CHECK(json_lines(whole).size() == 2);
 }

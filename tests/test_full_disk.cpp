@@ -24,6 +24,7 @@
 using Catch::Matchers::Contains;
 using dtrain::engine::MetricsWriter;
 using dtrain::test::error_message;
+using dtrain::test::json_lines;
 using dtrain::test::TempDir;
 namespace fs = std::filesystem;
 
@@ -50,12 +51,6 @@ class FileSizeLimit {
   void (*old_handler_)(int) = nullptr;
 };
 
-std::vector<nlohmann::json> records(const std::string& path) {
-  std::vector<nlohmann::json> out;
-  std::ifstream in(path);
-  for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));  // throws on a cut line
-  return out;
-}
 
 }  // namespace
 
@@ -80,11 +75,11 @@ TEST_CASE("a metrics write that fails leaves whole records and is an Error namin
     msg = error_message([&] { MetricsWriter::append_record(path, {{"kind", "run"}, {"steps", 3}}); });
   }
   CHECK_THAT(msg, Contains(path) && Contains("'run' record failed"));
-  const auto recs = records(path);
+  const auto recs = json_lines(path);
   REQUIRE(recs.size() == 3);
   for (int k = 0; k < 3; ++k) CHECK(recs[size_t(k)]["step"] == k + 1);
   MetricsWriter::append_record(path, {{"kind", "run"}, {"steps", 3}});
-  CHECK(records(path).back()["kind"] == "run");
+  CHECK(json_lines(path).back()["kind"] == "run");
 }
 
 TEST_CASE("an HDF5 write on a full disk: one line, the system's message first, no temporary left", "[io]") {

@@ -7,7 +7,10 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "core/error.hpp"
 
@@ -67,6 +70,15 @@ inline int count_temp_files(const std::filesystem::path& dir) {
   for (const auto& e : std::filesystem::directory_iterator(dir))
     if (e.path().filename().string().find(".tmp.") != std::string::npos) ++n;
   return n;
+}
+
+// The records of a JSON Lines file (a metrics file); throws on a line that is
+// not JSON (a cut record).
+inline std::vector<nlohmann::json> json_lines(const std::string& path) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
+  return out;
 }
 
 }  // namespace dtrain::test

@@ -75,6 +75,11 @@ expect_exit 2 "failed_last.jsonl:4: the last start of this run failed, after the
   "$DTRAIN" report --metrics "$(metrics failed_last.jsonl "$STEP" "$RUN" "$STEP" "$FAILED")"
 out=$("$DTRAIN" report --metrics "$(metrics failed_first.jsonl "$STEP" "$FAILED" "$STEP" "$RUN")") \
   || fail "report on a failed start followed by a finished one: $out"
+# A cut last line (a killed writer; no newline) is left out with a warning; a
+# broken line elsewhere is still refused.
+cut=$(metrics cut.jsonl "$STEP" "$RUN" "$FAILED"); printf '{"kind":"st' >> "$cut"
+expect_exit 2 "cut.jsonl:3: the last start of this run failed" -- "$DTRAIN" report --metrics "$cut"
+expect_exit 2 "mid.jsonl:2: the line is not JSON" -- "$DTRAIN" report --metrics "$(metrics mid.jsonl "$STEP" '{"kind":"st' "$RUN")"
 echo "ok: dtrain report names a failure after the last run record, and takes a run record after a failure"
 ok=$(metrics ok.jsonl "$STEP" "$STEP" "$RUN")
 # Profiles: a good one, then one damaged field at a time.

@@ -67,6 +67,11 @@ expect_exit 2 "is not a folder" -- "$DTRAIN" tune "${job[@]}" --candidates 8 --o
 # An existing tuned job is never replaced silently.
 expect_exit 2 "option 'out': '$W/tuned.ini' exists" -- "$DTRAIN" tune "${job[@]}" --candidates 8 --out "$W/tuned.ini"
 expect_exit 2 "option 'knee'" -- "$DTRAIN" tune "${job[@]}" --knee -3
+# Tune's own numbers are read as typed, as train's are (1e-400 was read as 0: "measure").
+expect_exit 2 "dtrain tune: option 'link-gbps' got '1e-400', which a double holds as 0" -- \
+  "$DTRAIN" tune "${job[@]}" --candidates 8 --link-gbps 1e-400 --out "$W/x.ini"
+expect_exit 2 "dtrain tune: option 'nodes' got '1e2', which is not an integer" -- \
+  "$DTRAIN" tune "${job[@]}" --candidates 8 --nodes 1e2 --out "$W/x.ini"
 expect_exit 2 "option 'link-gbps' must be > 0" -- "$DTRAIN" tune "${job[@]}" --link-gbps -1
 expect_exit 2 "option 'latency-us' must be ≥ 0" -- "$DTRAIN" tune "${job[@]}" --latency-us -3
 expect_exit 2 "option 't-u-ms' needs 't-c-ms'" -- "$DTRAIN" tune "${job[@]}" --t-u-ms 5
