@@ -64,25 +64,24 @@ void MetricsWriter::cut_partial_last_line() {
   char last = '\n';
   if (::pread(fd_, &last, 1, size - 1) != 1 || last == '\n') return;
   off_t start = size;  // the fragment: from after the last newline to the end
-  std::string fragment;
   char buf[4096];
   while (start > 0) {
     const off_t from = std::max<off_t>(0, start - static_cast<off_t>(sizeof buf));
     const ssize_t n = ::pread(fd_, buf, static_cast<size_t>(start - from), from);
     if (n != start - from) return;  // unreadable: leave the file as it is
-    const char* nl = static_cast<const char*>(::memrchr(buf, '\n', static_cast<size_t>(n)));
-    if (nl) {
-      fragment.insert(0, nl + 1, static_cast<size_t>(buf + n - (nl + 1)));
-      start = from + (nl + 1 - buf);
+    if (const void* nl = ::memrchr(buf, '\n', static_cast<size_t>(n))) {
+      start = from + (static_cast<const char*>(nl) + 1 - buf);
       break;
     }
-    fragment.insert(0, buf, static_cast<size_t>(n));
     start = from;
   }
+  // Its first 200 bytes, for the warning.
+  const ssize_t shown = ::pread(fd_, buf, static_cast<size_t>(std::min<off_t>(200, size - start)), start);
+  const std::string fragment(buf, static_cast<size_t>(std::max<ssize_t>(0, shown)));
   if (::ftruncate(fd_, start) != 0)
     DT_USAGE("option 'metrics': '", path_, "' ends in a cut line, which cannot be removed: ", std::strerror(errno));
-  std::fprintf(stderr, "dtrain: warning: metrics file '%s' ended in a cut line (no newline), removed before appending: %.200s\n",
-               path_.c_str(), fragment.c_str());
+  std::fprintf(stderr, "dtrain: warning: metrics file '%s' ended in a cut line (no newline), removed before appending: %s%s\n",
+               path_.c_str(), fragment.c_str(), size - start > 200 ? "…" : "");
 }
 
 MetricsWriter::~MetricsWriter() {
