@@ -77,7 +77,8 @@ void check_new_output(const std::string& where, const char* key, const std::stri
   auto st = fs::symlink_status(out, ec);
   if (fs::exists(st)) {
     if (!fs::is_regular_file(st))
-      DT_USAGE(where, "option '", key, "': '", out, "' exists and is not a regular file; refusing to replace it");
+      DT_USAGE(where, "option '", key, "': '", out, "' exists and is not a regular file (a device, a FIFO, a folder): ",
+               "outputs are written to regular files only; give another path, or \"\" for none");
     if (!overwrite)
       DT_USAGE(where, "option '", key, "': '", out, "' exists (an earlier run's output?); refusing to overwrite it: ",
                alternative, ", or pass --overwrite true");

@@ -43,6 +43,10 @@ expect_exit 2 "ps" -- mpirun -np 2 --oversubscribe "$DTRAIN" train "${args[@]}" 
 expect_exit 2 "ranks-per-node" -- mpirun -np 4 --oversubscribe "$DTRAIN" train "${args[@]}" --mode hybrid --ps 1 --ranks-per-node 2
 # Outputs are checked before training: an existing non-file, an unwritable folder.
 expect_exit 2 "not a regular file" -- "$DTRAIN" train "${args[@]}" --save-params /dev/null
+# Also where nothing would be replaced: appending to /dev/null (it said "refusing to replace it").
+expect_exit 2 "option 'metrics': '/dev/null' exists and is not a regular file (a device, a FIFO, a folder): outputs are written to regular files only" -- \
+  "$DTRAIN" train --job "$SRC/jobs/fashion_lenet.ini" --train-data "$D/fashion-mnist-train.h5" --test-data "" \
+  --metrics /dev/null --metrics-append true
 # An output under a regular file fails for root too (permissions do not stop root).
 touch afile
 tree_before=$(find . | sort)
