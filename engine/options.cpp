@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cctype>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstdint>
 #include <limits>
@@ -190,6 +191,22 @@ bool typed_problem(const po::value_semantic* sem, const std::string& v, std::str
   return true;
 }
 
+// `v` with its invisible bytes spelled out ("0.05\x0c", "1\xc2\xa0"): a form
+// feed or a no-break space pasted after a value made "got '0.05'" look valid.
+std::string visible(const std::string& v) {
+  std::string out;
+  for (unsigned char c : v) {
+    if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      out += hex;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string float_problem(const std::string& text) { return floating_problem<float>(text); }
@@ -208,7 +225,7 @@ void refuse_bad_numbers(const po::parsed_options& parsed, const po::options_desc
         typed_problem<int64_t>(sem, v, &why) || typed_problem<long long>(sem, v, &why) ||
         typed_problem<unsigned>(sem, v, &why) || typed_problem<uint64_t>(sem, v, &why) ||
         typed_problem<unsigned long long>(sem, v, &why)) {
-      if (!why.empty()) DT_USAGE(where, "option '", opt.string_key, "' got '", v, "', ", why);
+      if (!why.empty()) DT_USAGE(where, "option '", opt.string_key, "' got '", visible(v), "', ", why);
     }
   }
 }

@@ -122,6 +122,9 @@ TEST_CASE("a numeric value is refused as typed with what is wrong with it", "[co
              Catch::Contains("option 'minibatch' got '99999999999', which is beyond the range of its type (-2147483648 to 2147483647)"));
   CHECK_THAT(cli("minibatch", "1.5"), Catch::Contains("option 'minibatch' got '1.5', which is not an integer"));
   CHECK_THAT(cli("minibatch", "0x10"), Catch::Contains("which is not an integer"));
+  // Invisible bytes pasted after a value are spelled out (a form feed, a no-break space).
+  CHECK_THAT(cli("lr", "0.05\f"), Catch::Contains("option 'lr' got '0.05\\x0c', which is not a decimal number"));
+  CHECK_THAT(cli("minibatch", "16\xc2\xa0"), Catch::Contains("got '16\\xc2\\xa0', which is not an integer"));
   // inf and nan are numbers: validate() refuses them where a finite one is needed.
   CHECK_THAT(cli("lr", "nan"), Catch::Contains("option 'lr': must be a finite number > 0, got nan"));
   // Zero itself, a subnormal, a sign, the largest float and integers with a sign or leading zeros pass.
