@@ -69,30 +69,29 @@ int exit_on_error(std::exception_ptr e, double agreement_timeout_s) {
   } catch (...) {
     what = rank_prefix() + "unknown exception";
   }
-  if (g_exit_comm == MPI_COMM_NULL || g_size == 1) {
+  // The rank that prints also leaves the failure record (core/error.hpp).
+  auto say = [&](const std::string& shown) {
     record_failure(what, code);
-    print(what);
+    print(shown);
+  };
+  if (g_exit_comm == MPI_COMM_NULL || g_size == 1) {
+    say(what);
     return code;
   }
   if (usage) {
     int lowest = -1;
     if (agree_all_failed(agreement_timeout_s, &lowest)) {
-      if (g_rank == lowest) {
-        record_failure(what, code);
-        print(what);
-      }
+      if (g_rank == lowest) say(what);
       flush_all();
       return code;  // every rank: MPI_Finalize, exit 2
     }
-    record_failure(what, code);
-    print(rank_prefix() + what + " (this rank only; the others went on)");
+    say(rank_prefix() + what + " (this rank only; the others went on)");
   } else {
     // A failure every worker meets (core/error.hpp SharedError): rank 0's
     // message and abort first; the others print only if they outlive it.
     if (shared && g_rank != 0)
       std::this_thread::sleep_for(std::chrono::duration<double>(kSharedErrorGraceS));
-    record_failure(what, code);
-    print(what);
+    say(what);
   }
   // Let mpirun forward the message before its abort banner.
   std::this_thread::sleep_for(std::chrono::milliseconds(300));

@@ -39,31 +39,6 @@ std::string strip_dashes(std::string s) {
   return s;
 }
 
-// What an option of this value type accepts, for "the argument … is
-// invalid": Boost says the same for "abc" and for 1e300 given to a float.
-template <typename T>
-bool names_type(const po::value_semantic* sem, std::string* out) {
-  if (!dynamic_cast<const po::typed_value<T>*>(sem)) return false;
-  if constexpr (std::is_floating_point_v<T>)
-    *out = std::string("a number of magnitude at most ") + (sizeof(T) == 4 ? "3.4e38" : "1.8e308");
-  else
-    *out = "an integer from " + std::to_string(std::numeric_limits<T>::min()) + " to " +
-           std::to_string(std::numeric_limits<T>::max());
-  return true;
-}
-
-std::string accepted_values(const std::string& name, const po::options_description& desc) {
-  const po::option_description* d = desc.find_nothrow(strip_dashes(name), false);
-  if (!d) return {};
-  const po::value_semantic* sem = d->semantic().get();
-  std::string t;
-  if (names_type<float>(sem, &t) || names_type<double>(sem, &t) || names_type<int>(sem, &t) ||
-      names_type<int64_t>(sem, &t) || names_type<long long>(sem, &t) || names_type<unsigned>(sem, &t) ||
-      names_type<uint64_t>(sem, &t) || names_type<unsigned long long>(sem, &t))
-    return " (it takes " + t + ")";
-  return {};
-}
-
 }  // namespace
 
 int option_style() {
@@ -100,8 +75,6 @@ void rethrow_usage(const po::error& e, const std::string& where, const po::optio
   if (const auto* u = dynamic_cast<const po::unknown_option*>(&e)) {
     const std::string near = nearest_option(u->get_option_name(), desc);
     if (!near.empty()) hint = job_file ? " (did you mean key '" + near + "'?)" : " (did you mean --" + near + "?)";
-  } else if (const auto* v = dynamic_cast<const po::invalid_option_value*>(&e)) {
-    hint = accepted_values(v->get_option_name(), desc);
   }
   DT_USAGE(where, e.what(), hint);
 }
