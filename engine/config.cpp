@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <type_traits>
 
@@ -352,10 +353,14 @@ std::string nearest_train_option(const std::string& name) {
 bool parse_train_args(const std::vector<std::string>& args, TrainConfig& cfg) {
   Options o(cfg);
   po::variables_map vm;
+  // Per key given: where its winning value was written ("command line: " or
+  // "job file 'PATH': "), the prefix of validate()'s message about it.
+  std::map<std::string, std::string> origin;
   try {
     const po::parsed_options parsed = po::command_line_parser(args).options(o.desc).style(option_style()).run();
     refuse_option_like_values(parsed, "command line: ");
     refuse_bad_numbers(parsed, o.desc, "command line: ");
+    for (const auto& opt : parsed.options) origin.emplace(opt.string_key, "command line: ");
     po::store(parsed, vm);
   } catch (const po::error& e) {
     rethrow_usage(e, "command line: ", o.desc);
@@ -388,6 +393,7 @@ bool parse_train_args(const std::vector<std::string>& args, TrainConfig& cfg) {
       po::variables_map file_only;
       po::store(parsed, file_only);
       // Values already on the command line are kept: the command line wins.
+      for (const auto& opt : parsed.options) origin.emplace(opt.string_key, "job file '" + path + "': ");
       po::store(parsed, vm);
     } catch (const po::error& e) {
       rethrow_usage(e, "job file '" + path + "': ", o.desc, /*job_file=*/true);
@@ -398,10 +404,22 @@ bool parse_train_args(const std::vector<std::string>& args, TrainConfig& cfg) {
   } catch (const po::error& e) {
     rethrow_usage(e, "", o.desc);
   }
-  cfg.mean = parse_floats("mean", o.mean);
-  cfg.std = parse_floats("std", o.std);
-  cfg.lr_milestones = parse_floats("lr-milestones", o.lr_milestones);
-  validate(cfg, o);
+  // Every message of these begins "option 'KEY': " (the one without a key,
+  // "no job", has no place to name); KEY's origin goes in front, so
+  // `momentum = 1.5` in a job file names the file.
+  try {
+    cfg.mean = parse_floats("mean", o.mean);
+    cfg.std = parse_floats("std", o.std);
+    cfg.lr_milestones = parse_floats("lr-milestones", o.lr_milestones);
+    validate(cfg, o);
+  } catch (const UsageError& e) {
+    const std::string m = e.what();
+    const std::string lead = "option '";
+    const size_t end = m.starts_with(lead) ? m.find('\'', lead.size()) : std::string::npos;
+    const auto at = end == std::string::npos ? origin.end() : origin.find(m.substr(lead.size(), end - lead.size()));
+    if (at == origin.end()) throw;
+    throw UsageError(at->second + m);
+  }
   return true;
 }
 

@@ -244,12 +244,13 @@ TEST_CASE("enum-valued keys are parsed once: every option string round-trips, a 
   REQUIRE(parse_train_args({"--train-data", "x.h5", "--mode", "hybrid", "--ps", "1"}, h));
   CHECK(h.mode == Mode::hybrid);
   CHECK(usage_message({"--train-data", "x.h5", "--mode", "gossip"}) ==
-        "option 'mode': 'gossip' is not allreduce, ps or hybrid");
-  CHECK(usage_message({"--train-data", "x.h5", "--device", "tpu"}) == "option 'device': 'tpu' is not cpu, cuda or cpu-staged");
+        "command line: option 'mode': 'gossip' is not allreduce, ps or hybrid");
+  CHECK(usage_message({"--train-data", "x.h5", "--device", "tpu"}) ==
+        "command line: option 'device': 'tpu' is not cpu, cuda or cpu-staged");
   CHECK(usage_message({"--train-data", "x.h5", "--wait-policy", "busy"}) ==
-        "option 'wait-policy': 'busy' is not spin, sleep or auto");
+        "command line: option 'wait-policy': 'busy' is not spin, sleep or auto");
   CHECK(usage_message({"--train-data", "x.h5", "--lr-schedule", "linear"}) ==
-        "option 'lr-schedule': 'linear' is not constant, step or cosine");
+        "command line: option 'lr-schedule': 'linear' is not constant, step or cosine");
   const std::string help = e::train_help();
   CHECK_THAT(help, Catch::Contains("--mode arg (=allreduce)"));
   CHECK_THAT(help, Catch::Contains("--wait-policy arg (=auto)"));
@@ -333,4 +334,23 @@ TEST_CASE("default thread counts follow the rank's share of its CPU set", "[conf
   const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   CHECK(dtrain::engine::choose_thread_counts(cfg, 1, 0).compute == hw);
   CHECK(dtrain::engine::choose_thread_counts(cfg, 1 << 20, 0).compute == 1);
+}
+
+TEST_CASE("a value refused by the checks after parsing names where it was written", "[config]") {
+  const std::string job = write_job("momentum.ini", "train-data = a.h5\nmomentum = 1.5\nmean = 0.5,\n");
+  // The job file's value: the message names the file.
+  CHECK_THAT(usage_message({"--job", job, "--mean", "0.5"}),
+             Catch::StartsWith("job file '" + job + "': option 'momentum': must be in [0, 1), got 1.5"));
+  // The command line's value wins and is the one named.
+  CHECK_THAT(usage_message({"--job", job, "--mean", "0.5", "--momentum", "1.7"}),
+             Catch::StartsWith("command line: option 'momentum': must be in [0, 1), got 1.7"));
+  // A list key read after parsing (mean) alike.
+  CHECK_THAT(usage_message({"--job", job}), Catch::StartsWith("job file '" + job + "': option 'mean': '0.5,'"));
+  CHECK_THAT(usage_message({"--train-data", "a.h5", "--mode", "mesh"}),
+             Catch::StartsWith("command line: option 'mode': 'mesh' is not allreduce, ps or hybrid"));
+  // A key given nowhere has no origin to name.
+  const std::string bare = write_job("bare.ini", "model = lenet5\n");
+  CHECK_THAT(usage_message({"--job", bare}), Catch::StartsWith("option 'train-data': is required"));
+  std::filesystem::remove(job);
+  std::filesystem::remove(bare);
 }
