@@ -379,6 +379,19 @@ bool parse_train_args(const std::vector<std::string>& args, TrainConfig& cfg) {
     // A byte-order mark (Windows editors save one) would make the first key
     // read as unknown with the mark invisible in the message.
     if (body.starts_with("\xEF\xBB\xBF")) body.erase(0, 3);
+    // Boost reads "[name]" as a section and its keys as "name.key", which
+    // would be refused as unknown keys without saying why.
+    {
+      std::istringstream lines(body);
+      std::string line;
+      for (size_t no = 1; std::getline(lines, line); ++no) {
+        line.erase(0, line.find_first_not_of(" \t"));
+        if (line.starts_with('['))
+          DT_USAGE("job file '", path, "': line ", no, ": '", line.substr(0, line.find_last_not_of(" \t\r") + 1),
+                   "' is a section header; job files have no sections: give every key as key = value, "
+                   "without the header");
+      }
+    }
     std::istringstream in(body);
     try {
       const po::parsed_options parsed = po::parse_config_file(in, o.desc, /*allow_unregistered=*/false);

@@ -34,7 +34,18 @@ int run(const std::string& cmd, const std::vector<std::string>& args) {
     if (!args.empty() && args[0] == "comm") return cmd_bench_comm({args.begin() + 1, args.end()});
     if (!args.empty() && args[0] == "io") return cmd_bench_io({args.begin() + 1, args.end()});
     if (!args.empty() && args[0] == "compute") return cmd_bench_compute({args.begin() + 1, args.end()});
-    DT_USAGE("dtrain bench: which benchmark? (comm | io | compute)");
+    static const char* const kBenchUsage =
+        "usage: dtrain bench comm | io | compute [options]\n"
+        "  comm     the exchange against MPI_Allreduce and the ping-pong: mpirun -np N dtrain bench comm [--ps S]\n"
+        "  io       the loader's images/s and its exposed I/O wait per step: dtrain bench io --data F\n"
+        "  compute  one worker's training step alone, per layer, against the GEMM peak: dtrain bench compute --model M\n"
+        "'dtrain bench <benchmark> --help' lists its options.\n";
+    if (!args.empty() && (args[0] == "--help" || args[0] == "-h" || args[0] == "help")) {
+      std::fputs(kBenchUsage, stdout);
+      return dtrain::kExitOk;
+    }
+    DT_USAGE("dtrain bench: ", args.empty() ? "which benchmark?" : "unknown benchmark '" + args[0] + "'", "\n",
+             kBenchUsage);
   }
   if (cmd == "--help" || cmd == "-h" || cmd == "help") {
     std::fputs(usage().c_str(), stdout);

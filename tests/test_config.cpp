@@ -354,3 +354,11 @@ TEST_CASE("a value refused by the checks after parsing names where it was writte
   std::filesystem::remove(job);
   std::filesystem::remove(bare);
 }
+
+TEST_CASE("a section header in a job file is refused as one with its line", "[config]") {
+  const std::string job = write_job("section.ini", "# a job\nmodel = lenet5\n  [train]\ntrain-data = a.h5\n");
+  CHECK_THAT(usage_message({"--job", job}),
+             Catch::StartsWith("job file '" + job + "': line 3: '[train]' is a section header; job files have no "
+                               "sections"));
+  std::filesystem::remove(job);
+}

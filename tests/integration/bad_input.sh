@@ -13,6 +13,12 @@ echo "not hdf5" > "$WORK/garbage.h5"
 expect_exit 2 "garbage.h5" -- "$DTRAIN" train --train-data "$WORK/garbage.h5"
 expect_exit 2 "expects 224" -- "$DTRAIN" train --train-data "$D/fashion-mnist-train.h5" --model resnet18
 expect_exit 2 "unknown command" -- "$DTRAIN" trian
+expect_exit 2 "unknown benchmark 'net'" -- "$DTRAIN" bench net
+expect_exit 0 "dtrain bench comm | io | compute" -- "$DTRAIN" bench --help
+printf '[train]\nmodel = lenet5\ntrain-data = %s\n' "$D/fashion-mnist-train.h5" > "$J"
+expect_exit 2 "job file '$J': line 1: '[train]' is a section header" -- "$DTRAIN" train --job "$J"
+printf 'model = lenet5\ntrain-data = %s\nmomentum = 1.5\n' "$D/fashion-mnist-train.h5" > "$J"
+expect_exit 2 "job file '$J': option 'momentum': must be in [0, 1), got 1.5" -- "$DTRAIN" train --job "$J"
 # Divergence is caught at the step it happens, not carried on as NaN.
 expect_exit 1 "diverged" -- "$DTRAIN" train --train-data "$D/fashion-mnist-train.h5" --lr 1e6 --momentum 0 \
   --max-steps 200 --log-interval 1000
