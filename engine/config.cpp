@@ -51,13 +51,17 @@ void parse_range(const char* key, const std::string& s, double* lo, double* hi) 
     *v = std::strtod(t.c_str(), nullptr);
     return true;
   };
-  auto number = [&](std::string t, double* v) {
-    t.erase(0, t.find_first_not_of(" \t"));  // "0.08, 1" in a job file
+  auto trim = [](std::string t) {
+    t.erase(0, t.find_first_not_of(" \t"));  // "0.08, 1" or "3 / 4" in a job file
     t.erase(t.find_last_not_of(" \t") + 1);
+    return t;
+  };
+  auto number = [&](const std::string& text, double* v) {
+    const std::string t = trim(text);
     const size_t slash = t.find('/');
     if (slash == std::string::npos) return decimal(t, v);
     double p = 0, q = 0;
-    if (!decimal(t.substr(0, slash), &p) || !decimal(t.substr(slash + 1), &q) || q == 0) return false;
+    if (!decimal(trim(t.substr(0, slash)), &p) || !decimal(trim(t.substr(slash + 1)), &q) || q == 0) return false;
     *v = p / q;
     return true;
   };

@@ -184,6 +184,7 @@ std::string visible(const std::string& v) {
 
 std::string float_problem(const std::string& text) { return floating_problem<float>(text); }
 std::string double_problem(const std::string& text) { return floating_problem<double>(text); }
+std::string int_problem(const std::string& text) { return integer_problem<int>(text); }
 
 void refuse_bad_numbers(const po::parsed_options& parsed, const po::options_description& desc,
                         const std::string& where) {

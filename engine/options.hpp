@@ -47,10 +47,12 @@ void refuse_bad_numbers(const po::parsed_options& parsed, const po::options_desc
                         const std::string& where);
 
 // The same reading of one number for the list and range options (mean, std,
-// lr-milestones, rrc-scale): "" when `text` is a float (a double), else why
-// not, as a clause ("which is not a decimal number …").
+// lr-milestones, rrc-scale; tune's candidates): "" when `text` is a float
+// (a double, an int), else why not, as a clause ("which is not a decimal
+// number …").
 std::string float_problem(const std::string& text);
 std::string double_problem(const std::string& text);
+std::string int_problem(const std::string& text);
 
 // store + notify of a command line, through rethrow_usage on any error,
 // refuse_option_like_values and refuse_bad_numbers.

@@ -22,6 +22,7 @@
 #include "core/format.hpp"
 #include "engine/commands.hpp"
 #include "engine/config.hpp"
+#include "engine/options.hpp"
 #include "engine/tune.hpp"
 
 namespace po = boost::program_options;
@@ -32,19 +33,18 @@ namespace {
 
 std::vector<int> parse_ints(const std::string& key, const std::string& s) {
   std::vector<int> v;
-  std::stringstream is(s);
+  if (s.find_first_not_of(" \t") == std::string::npos) DT_USAGE("dtrain tune: option '", key, "' is empty");
+  std::stringstream is(s + ",");  // a last empty item ("16,32,") is one too
   std::string item;
   while (std::getline(is, item, ',')) {
-    try {
-      size_t used = 0;
-      int x = std::stoi(item, &used);
-      if (used != item.size() || x < 1) throw std::invalid_argument(item);
-      v.push_back(x);
-    } catch (const std::exception&) {
-      DT_USAGE("dtrain tune: option '", key, "': '", s, "' is not a comma-separated list of positive integers");
-    }
+    item.erase(0, item.find_first_not_of(" \t"));  // "16, 32" in a job file or quoted
+    item.erase(item.find_last_not_of(" \t") + 1);
+    if (item.empty()) DT_USAGE("dtrain tune: option '", key, "': '", s, "' has an empty item: give comma-separated integers");
+    std::string why = int_problem(item);
+    if (why.empty() && std::stoi(item) < 1) why = "which is not positive";
+    if (!why.empty()) DT_USAGE("dtrain tune: option '", key, "': '", item, "'", item == s ? "" : " in '" + s + "'", ", ", why);
+    v.push_back(std::stoi(item));
   }
-  if (v.empty()) DT_USAGE("dtrain tune: option '", key, "' is empty");
   return v;
 }
 

@@ -413,6 +413,11 @@ TEST_CASE("augment options: keys, values and conflicts", "[augment][config]") {
   CHECK(c.eval_resize == 288);
   CHECK_FALSE(c.dct_scaling);
   CHECK(dtrain::engine::range_text(0.75, 4.0 / 3.0) == "3/4,4/3");
+  // Spaces around a fraction's '/' as around the comma ("3 / 4, 4/3" in a job file).
+  TrainConfig spaced;
+  REQUIRE(dtrain::engine::parse_train_args({"--train-data", "x.h5", "--rrc-ratio", " 3 / 4 , 4/ 3"}, spaced));
+  CHECK(spaced.rrc_ratio_min == 0.75);
+  CHECK(spaced.rrc_ratio_max == c.rrc_ratio_max);
   CHECK_THAT(usage({"--train-data", "x.h5", "--augment", "random"}), Contains("option 'augment'") && Contains("none, crop or rrc"));
   CHECK_THAT(usage({"--train-data", "x.h5", "--augment", "rrc", "--augment-pad", "4"}),
              Contains("option 'augment-pad'") && Contains("augment none only"));

@@ -72,6 +72,10 @@ expect_exit 2 "dtrain tune: option 'link-gbps' got '1e-400', which a double hold
   "$DTRAIN" tune "${job[@]}" --candidates 8 --link-gbps 1e-400 --out "$W/x.ini"
 expect_exit 2 "dtrain tune: option 'nodes' got '1e2', which is not an integer" -- \
   "$DTRAIN" tune "${job[@]}" --candidates 8 --nodes 1e2 --out "$W/x.ini"
+expect_exit 2 "option 'candidates': '16,32,' has an empty item" -- \
+  "$DTRAIN" tune "${job[@]}" --candidates 16,32, --out "$W/x.ini"
+expect_exit 2 "option 'candidates': '0x10' in '8,0x10', which is not an integer" -- \
+  "$DTRAIN" tune "${job[@]}" --candidates 8,0x10 --out "$W/x.ini"
 expect_exit 2 "option 'link-gbps' must be > 0" -- "$DTRAIN" tune "${job[@]}" --link-gbps -1
 expect_exit 2 "option 'latency-us' must be ≥ 0" -- "$DTRAIN" tune "${job[@]}" --latency-us -3
 expect_exit 2 "option 't-u-ms' needs 't-c-ms'" -- "$DTRAIN" tune "${job[@]}" --t-u-ms 5
