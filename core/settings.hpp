@@ -79,6 +79,10 @@ inline double startup_timeout_s() {
   const std::optional<long> v = get_long("DTRAIN_STARTUP_TIMEOUT");
   return v ? static_cast<double>(*v) : 300.0;
 }
+// DTRAIN_STARTED_FILE: rank 0 creates this file once every rank is through
+// MPI_Init and the first collective (slurm/train.sbatch relaunches a step that
+// died before it existed: nothing had been computed; slurm/README.md).
+inline std::optional<std::string> started_file() { return get("DTRAIN_STARTED_FILE"); }
 inline std::optional<long> signal_at_step() { return get_long("DTRAIN_SIGNAL_AT_STEP"); }
 inline long signal_rank() { return get_long("DTRAIN_SIGNAL_RANK").value_or(0); }
 inline std::string signal_name() { return get_or("DTRAIN_SIGNAL", "USR1"); }

@@ -5,8 +5,11 @@
 #include <malloc.h>
 #include <mpi.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
+#include <optional>
 #include <exception>
 #include <string>
 #include <vector>
@@ -75,6 +78,33 @@ int rank_running_another_command(const std::string& mine, int world, std::string
   return -1;
 }
 
+// Rank 0, once every rank is through MPI_Init and the first collective:
+// creates DTRAIN_STARTED_FILE when it is set (written to PATH.tmp, then
+// renamed). From then on no rank is inside MPI_Init, so a step that dies
+// later did not die of a start-up race; slurm/train.sbatch relaunches a step
+// that died before the file existed (slurm/README.md "Start-up crashes"). A
+// file that cannot be written is a warning: the run goes on, only that
+// relaunch is lost.
+void mark_started(int world) {
+  const std::optional<std::string> path = dtrain::settings::started_file();
+  if (!path) return;
+  const std::string tmp = *path + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "w");
+  bool ok = f != nullptr;
+  if (f) {
+    const std::time_t now = std::time(nullptr);
+    char when[32] = "?";
+    std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S%z", std::localtime(&now));
+    ok = std::fprintf(f, "%d rank(s) through MPI_Init and the first collective at %s\n", world, when) > 0;
+    ok = std::fclose(f) == 0 && ok;
+  }
+  if (!ok || std::rename(tmp.c_str(), path->c_str()) != 0) {
+    std::fprintf(stderr, "dtrain: warning: cannot write DTRAIN_STARTED_FILE '%s': %s\n", path->c_str(),
+                 std::strerror(errno));
+    std::remove(tmp.c_str());
+  }
+}
+
 // Runs the command; a failure becomes its message and exit code through the
 // exit protocol (engine/exit.hpp: under MPI once exit_init ran, else printed).
 int run_guarded(const std::string& cmd, const std::vector<std::string>& args) {
@@ -140,6 +170,7 @@ int main(int argc, char** argv) {
       MPI_Finalize();
       return dtrain::kExitUsage;
     }
+    if (rank == 0) mark_started(world);
   }
   if (serial_under_mpi) {
     int code = dtrain::kExitOk;

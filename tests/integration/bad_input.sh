@@ -19,6 +19,18 @@ printf '[train]\nmodel = lenet5\ntrain-data = %s\n' "$D/fashion-mnist-train.h5" 
 expect_exit 2 "job file '$J': line 1: '[train]' is a section header" -- "$DTRAIN" train --job "$J"
 printf 'model = lenet5\ntrain-data = %s\nmomentum = 1.5\n' "$D/fashion-mnist-train.h5" > "$J"
 expect_exit 2 "job file '$J': option 'momentum': must be in [0, 1), got 1.5" -- "$DTRAIN" train --job "$J"
+# A start mark that cannot be written (slurm/train.sbatch's DTRAIN_STARTED_FILE)
+# is a warning naming it; the run goes on. One that can is written by rank 0
+# of 2 after the first collective.
+DTRAIN_STARTED_FILE=/nonexistent/started expect_exit 0 "cannot write DTRAIN_STARTED_FILE '/nonexistent/started'" -- \
+  "$DTRAIN" train --train-data "$D/fashion-mnist-train.h5" --test-data "" --max-steps 1 --save-params "" --metrics ""
+rm -f "$SCRATCH/started"
+DTRAIN_STARTED_FILE=$SCRATCH/started bounded 120 mpirun -np 2 --oversubscribe --bind-to none "$DTRAIN" train \
+  --train-data "$D/fashion-mnist-train.h5" --test-data "" --max-steps 1 --threads 1 --save-params "" --metrics "" \
+  > /dev/null 2>&1 || fail "np 2 with DTRAIN_STARTED_FILE: the run failed"
+grep -q "^2 rank(s) through MPI_Init and the first collective at " "$SCRATCH/started" && [ ! -e "$SCRATCH/started.tmp" ] ||
+  fail "np 2: DTRAIN_STARTED_FILE holds '$(cat "$SCRATCH/started" 2>&1)'"
+echo "ok: DTRAIN_STARTED_FILE: $(cat "$SCRATCH/started")"
 # Divergence is caught at the step it happens, not carried on as NaN.
 expect_exit 1 "diverged" -- "$DTRAIN" train --train-data "$D/fashion-mnist-train.h5" --lr 1e6 --momentum 0 \
   --max-steps 200 --log-interval 1000

@@ -129,7 +129,7 @@ mid=$(DTRAIN_LAUNCHER=mpirun sbatch --parsable -D "$T/mpirun" --job-name=it-mpir
 run="$W/runs/it-srun-$sid"
 check_run srun "$sid" "$W/it-srun-$sid.out" "$run/metrics.jsonl"
 check_run mpirun "$mid" "$T/mpirun/it-mpirun-$mid.out" "$T/mpirun/metrics.jsonl"
-for f in job.ini batch-script command.txt nodes.txt env.txt metrics.jsonl params.h5; do
+for f in job.ini batch-script command.txt nodes.txt env.txt started metrics.jsonl params.h5; do
   [ -s "$run/$f" ] || fail "-D job $sid: no $run/$f (run folder: $(ls "$run" 2>&1))"
 done
 cmp -s "$run/job.ini" "$W/jobs/lenet.ini" || fail "-D job $sid: job.ini is not a copy of the job file"
@@ -172,6 +172,67 @@ msg=$(cd "$T/hydra/run" && PATH="$T/hydra/bin:$PATH" DTRAIN_LAUNCHER=mpirun DTRA
         bash "$SRC/slurm/train.sbatch" "$SRC/jobs/fashion_lenet.ini" --ps-placement last 2>&1) ||
   fail "Hydra's mpirun with DTRAIN_MPIRUN_ARGS and --ps-placement last refused → $msg"
 echo "ok: a non-Open MPI mpirun is refused unless given its own options (DTRAIN_MPIRUN_ARGS, --ps-placement last)"
+
+# 2c. Start-up crashes (slurm/README.md "Start-up crashes"): a step that dies
+# of a signal before every rank is through MPI_Init is launched again, one that
+# dies after it is not. A stand-in binary in a tree of its own (train.sbatch
+# finds bench/lib.sh next to the binary's folder) crashes rank 1 of the first
+# step (SLURM_STEP_ID 0) before dtrain starts (mode first), rank 1 of every
+# step (always), or kills rank 0's dtrain with SIGSEGV once the start mark
+# exists (after); otherwise it runs the real binary.
+F="$T/fake"
+mkdir -p "$F/build"
+ln -sfn "$SRC/bench" "$F/bench"
+cat > "$F/build/dtrain" <<EOF_FAKE
+#!/usr/bin/env bash
+case "\$FAKE_MODE:\${SLURM_STEP_ID:-0}:\${SLURM_PROCID:-0}" in
+  first:0:1|always:*:1) kill -SEGV \$\$ ;;
+  after:*:0)
+    "$DTRAIN" "\$@" & pid=\$!
+    for _ in \$(seq 600); do [ -e "\$DTRAIN_STARTED_FILE" ] && break; sleep 0.1; done
+    kill -SEGV "\$pid"; wait "\$pid"; exit ;;
+esac
+exec "$DTRAIN" "\$@"
+EOF_FAKE
+chmod +x "$F/build/dtrain"
+mkdir -p "$T/startup"
+tiny=("${data[@]}" "${nosave[@]}" --max-steps 3 --max-test-samples 100 --log-interval 1 --threads 1)
+submit_fake() {  # MODE NAME RETRIES [dtrain options]: prints the job id
+  local mode=$1 name=$2 retries=$3
+  shift 3
+  FAKE_MODE=$mode DTRAIN="$F/build/dtrain" DTRAIN_START_RETRIES=$retries DTRAIN_LAUNCHER=srun \
+    sbatch --parsable -D "$T/startup" --job-name="$name" --ntasks=2 --overcommit --cpus-per-task=1 \
+    --time=00:05:00 "$SRC/slurm/train.sbatch" "$SRC/jobs/fashion_lenet.ini" "${tiny[@]}" "$@"
+}
+fid=$(submit_fake first it-start-first 2) || fail "sbatch refused the start-up crash job"
+aid=$(submit_fake always it-start-always 1) || fail "sbatch refused the repeated start-up crash job"
+# 100 steps of 100 ms (the compute stand-in): still running when rank 0 is killed.
+lid=$(submit_fake after it-start-after 2 --max-steps 100 --compute-stand-in-ms 100) ||
+  fail "sbatch refused the crash-after-start job"
+fout="$T/startup/it-start-first-$fid.out" aout="$T/startup/it-start-always-$aid.out" lout="$T/startup/it-start-after-$lid.out"
+res=$(wait_job "$fid")
+[ "$res" = "COMPLETED 0:0" ] || { cat "$fout" >&2; fail "start-up crash job $fid ended $res (wanted a relaunch that completes)"; }
+[ "$(grep -c 'launching it again (1 of 2' "$fout")" = 1 ] && [ "$(grep -c 'launching it again' "$fout")" = 1 ] &&
+  grep -qF "relaunch 1 of 2" "$fout" && [ "$(grep -c 'dtrain: finished' "$fout")" = 1 ] ||
+  { cat "$fout" >&2; fail "start-up crash job $fid: not exactly one relaunch and one finished run"; }
+grep -qF "2 rank(s) through MPI_Init" "$T/startup/runs/it-start-first-$fid/started" ||
+  fail "start-up crash job $fid: no start mark in its run folder"
+echo "ok: a rank killed by SIGSEGV before MPI start-up was relaunched once and the job completed (job $fid)"
+res=$(wait_job "$aid")
+[ "$res" != "COMPLETED 0:0" ] && [ "$(grep -c 'srun started' "$aout")" = 2 ] &&
+  [ "$(grep -c 'launching it again (1 of 1' "$aout")" = 1 ] && grep -qE "the run failed \(exit (129|1[3-9][0-9]|2[0-5][0-9])\)" "$aout" ||
+  { cat "$aout" >&2; fail "repeated start-up crash job $aid ($res): wanted 2 launches (DTRAIN_START_RETRIES=1), then failed with a signal's exit status"; }
+[ ! -e "$T/startup/runs/it-start-always-$aid/started" ] || fail "repeated start-up crash job $aid has a start mark"
+echo "ok: a start-up crash in every launch: $((1 + 1)) launches (DTRAIN_START_RETRIES=1), then the job failed ($res)"
+res=$(wait_job "$lid")
+[ "$res" != "COMPLETED 0:0" ] && [ "$(grep -c 'srun started' "$lout")" = 1 ] && ! grep -qF "launching it again" "$lout" &&
+  grep -qE "the run failed \(exit (129|1[3-9][0-9]|2[0-5][0-9])\)" "$lout" && [ -s "$T/startup/runs/it-start-after-$lid/started" ] ||
+  { cat "$lout" >&2; fail "crash-after-start job $lid ($res): wanted one launch that failed with a signal's exit status, no relaunch"; }
+echo "ok: a crash after every rank was through MPI_Init is not relaunched (job $lid: $res)"
+msg=$(cd "$T/badlauncher" && DTRAIN_START_RETRIES=x bash "$SRC/slurm/train.sbatch" "$SRC/jobs/fashion_lenet.ini" 2>&1) && rc=0 || rc=$?
+[ "$rc" = 2 ] && grep -qF "DTRAIN_START_RETRIES='x'" <<<"$msg" && [ -z "$(ls -A "$T/badlauncher")" ] ||
+  fail "DTRAIN_START_RETRIES=x: exit $rc, wanted 2 with nothing written → $msg"
+echo "ok: DTRAIN_START_RETRIES=x refused at once (exit 2), nothing written"
 
 # 3. The sweep. An impossible point (64 nodes here) is named and nothing is submitted.
 sweep_args=(--time 00:10:00 --shared --python "$PY" --sbatch-arg=--cpus-per-task=1

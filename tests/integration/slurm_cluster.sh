@@ -82,7 +82,7 @@ fi
 rid=$(cat sweep/report.jobid)
 res=$(wait_job "$rid")
 [ "$res" = "COMPLETED 0:0" ] || { cat sweep/report-*.out sweep/*/*.out >&2; fail "sweep report job $rid ended $res"; }
-"$PY" - "$PWD/sweep" <<'PY' || fail "the 2-node sweep's report is wrong"
+"$PY" - "$PWD/sweep" <<'PY' || { tail -n 40 sweep/*/*.out >&2; fail "the 2-node sweep's report is wrong"; }
 import csv, sys
 rows = sorted(csv.DictReader(open(f"{sys.argv[1]}/report.csv")), key=lambda r: int(r["workers"]))
 assert [int(r["workers"]) for r in rows] == [2, 4], rows
