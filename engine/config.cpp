@@ -1,6 +1,7 @@
 // engine/config.cpp — job file + command line → TrainConfig.
 #include "engine/config.hpp"
 
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <cmath>
 #include <cstdlib>
@@ -31,11 +32,12 @@ std::vector<float> parse_floats(const std::string& key, const std::string& s) {
     // Spaces around an item are allowed ("0.5, 0.4" in a job file).
     item.erase(0, item.find_first_not_of(" \t"));
     item.erase(item.find_last_not_of(" \t") + 1);
-    if (item.empty()) DT_USAGE("option '", key, "': '", s, "' has an empty item: give comma-separated numbers");
+    if (item.empty()) DT_USAGE("option '", key, "': '", visible(s), "' has an empty item: give comma-separated numbers");
     const std::string why = float_problem(item);
     if (why.starts_with("which is not"))
-      DT_USAGE("option '", key, "': '", s, "' is not a comma-separated list of decimal numbers (such as 0.5,0.25)");
-    if (!why.empty()) DT_USAGE("option '", key, "': '", item, "'", item == s ? "" : " in '" + s + "'", ", ", why);
+      DT_USAGE("option '", key, "': '", visible(s), "' is not a comma-separated list of decimal numbers (such as 0.5,0.25)");
+    if (!why.empty())
+      DT_USAGE("option '", key, "': '", visible(item), "'", item == s ? "" : " in '" + visible(s) + "'", ", ", why);
     v.push_back(std::strtof(item.c_str(), nullptr));
   }
   return v;
@@ -47,7 +49,7 @@ void parse_range(const char* key, const std::string& s, double* lo, double* hi) 
   auto decimal = [&](const std::string& t, double* v) {
     const std::string why = double_problem(t);
     if (why.starts_with("which is not")) return false;
-    if (!why.empty()) DT_USAGE("option '", key, "': '", t, "' in '", s, "', ", why);  // a range has two
+    if (!why.empty()) DT_USAGE("option '", key, "': '", visible(t), "' in '", visible(s), "', ", why);  // a range has two
     *v = std::strtod(t.c_str(), nullptr);
     return true;
   };
@@ -61,14 +63,19 @@ void parse_range(const char* key, const std::string& s, double* lo, double* hi) 
     const size_t slash = t.find('/');
     if (slash == std::string::npos) return decimal(t, v);
     double p = 0, q = 0;
-    if (!decimal(trim(t.substr(0, slash)), &p) || !decimal(trim(t.substr(slash + 1)), &q) || q == 0) return false;
+    if (!decimal(trim(t.substr(0, slash)), &p) || !decimal(trim(t.substr(slash + 1)), &q)) return false;
+    // Both keys (rrc-scale, rrc-ratio) are positive: 3/0 was "not a range",
+    // -3/-4 was taken as 0.75.
+    if (!(p > 0 && q > 0))
+      DT_USAGE("option '", key, "': '", visible(t), "' in '", visible(s),
+               "': a fraction's numerator and denominator must be positive numbers");
     *v = p / q;
     return true;
   };
   const size_t comma = s.find(',');
   if (comma == std::string::npos || !number(s.substr(0, comma), lo) || !number(s.substr(comma + 1), hi) ||
       !std::isfinite(*lo) || !std::isfinite(*hi))
-    DT_USAGE("option '", key, "': '", s, "' is not a range MIN,MAX of two numbers (decimals or fractions like 3/4)");
+    DT_USAGE("option '", key, "': '", visible(s), "' is not a range MIN,MAX of two numbers (decimals or fractions like 3/4)");
   if (*lo > *hi) DT_USAGE("option '", key, "': '", s, "': MIN ", *lo, " is larger than MAX ", *hi);
 }
 
@@ -383,15 +390,26 @@ bool parse_train_args(const std::vector<std::string>& args, TrainConfig& cfg) {
     // A byte-order mark (Windows editors save one) would make the first key
     // read as unknown with the mark invisible in the message.
     if (body.starts_with("\xEF\xBB\xBF")) body.erase(0, 3);
+    // A carriage return not followed by a line feed (old Mac line endings):
+    // the whole file was one line to Boost, the first key's value ran on
+    // through the rest and the other keys were lost.
+    if (const size_t cr = body.find('\r'); cr != std::string::npos)
+      for (size_t at = cr; at != std::string::npos; at = body.find('\r', at + 1))
+        if (at + 1 == body.size() || body[at + 1] != '\n')
+          DT_USAGE("job file '", path, "': line ", 1 + std::count(body.begin(), body.begin() + at, '\n'),
+                   " has a lone carriage return (\\r, old Mac line endings): save the file with \\n or "
+                   "\\r\\n line endings");
     // Boost reads "[name]" as a section and its keys as "name.key", which
-    // would be refused as unknown keys without saying why.
+    // would be refused as unknown keys without saying why. A section is what
+    // Boost takes for one: a line that is "[…]" once trimmed.
     {
       std::istringstream lines(body);
       std::string line;
       for (size_t no = 1; std::getline(lines, line); ++no) {
-        line.erase(0, line.find_first_not_of(" \t"));
-        if (line.starts_with('['))
-          DT_USAGE("job file '", path, "': line ", no, ": '", line.substr(0, line.find_last_not_of(" \t\r") + 1),
+        line.erase(0, line.find_first_not_of(" \t\r"));
+        line.erase(line.find_last_not_of(" \t\r") + 1);
+        if (line.starts_with('[') && line.ends_with(']'))
+          DT_USAGE("job file '", path, "': line ", no, ": '", visible(line),
                    "' is a section header; job files have no sections: give every key as key = value, "
                    "without the header");
       }

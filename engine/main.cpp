@@ -43,18 +43,33 @@ int run(const std::string& cmd, const std::vector<std::string>& args) {
         "  io       the loader's images/s and its exposed I/O wait per step: dtrain bench io --data F\n"
         "  compute  one worker's training step alone, per layer, against the GEMM peak: dtrain bench compute --model M\n"
         "'dtrain bench <benchmark> --help' lists its options.\n";
+    // The usage without its last newline: the error printer ends the message.
+    const std::string usage_text(kBenchUsage, std::strlen(kBenchUsage) - 1);
     if (!args.empty() && (args[0] == "--help" || args[0] == "-h" || args[0] == "help")) {
+      if (args.size() > 1)
+        DT_USAGE("dtrain bench: '", args[0], "' takes nothing after it, got '", args[1],
+                 "' (for a benchmark's options: dtrain bench <benchmark> --help)");
       std::fputs(kBenchUsage, stdout);
       return dtrain::kExitOk;
     }
+    if (!args.empty() && args[0].starts_with('-')) {
+      // `dtrain bench --data F io`: the benchmark's name comes first.
+      for (const std::string& a : args)
+        if (a == "comm" || a == "io" || a == "compute")
+          DT_USAGE("dtrain bench: the benchmark comes before its options: dtrain bench ", a, " ", args[0], " …, got '",
+                   args[0], "' first\n", usage_text);
+      DT_USAGE("dtrain bench: which benchmark? (it comes before its options, got '", args[0], "')\n", usage_text);
+    }
     DT_USAGE("dtrain bench: ", args.empty() ? "which benchmark?" : "unknown benchmark '" + args[0] + "'", "\n",
-             kBenchUsage);
+             usage_text);
   }
   if (cmd == "--help" || cmd == "-h" || cmd == "help") {
     std::fputs(usage().c_str(), stdout);
     return dtrain::kExitOk;
   }
-  DT_USAGE("unknown command '", cmd, "'\n", usage());
+  std::string text = usage();
+  while (!text.empty() && text.back() == '\n') text.pop_back();  // the error printer ends the message
+  DT_USAGE("unknown command '", cmd, "'\n", text);
 }
 
 // Every rank of one launch must run the same subcommand ("train", "bench

@@ -164,6 +164,9 @@ bool typed_problem(const po::value_semantic* sem, const std::string& v, std::str
   return true;
 }
 
+
+}  // namespace
+
 // `v` with its invisible bytes spelled out ("0.05\x0c", "1\xc2\xa0"): a form
 // feed or a no-break space pasted after a value made "got '0.05'" look valid.
 std::string visible(const std::string& v) {
@@ -179,8 +182,6 @@ std::string visible(const std::string& v) {
   }
   return out;
 }
-
-}  // namespace
 
 std::string float_problem(const std::string& text) { return floating_problem<float>(text); }
 std::string double_problem(const std::string& text) { return floating_problem<double>(text); }

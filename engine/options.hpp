@@ -54,6 +54,11 @@ std::string float_problem(const std::string& text);
 std::string double_problem(const std::string& text);
 std::string int_problem(const std::string& text);
 
+// `v` with its invisible bytes spelled out as \xNN ("0.05\x0c", "1\xc2\xa0"):
+// a form feed or a no-break space pasted after a value made "got '0.05'" look
+// valid. For messages that quote what was typed.
+std::string visible(const std::string& v);
+
 // store + notify of a command line, through rethrow_usage on any error,
 // refuse_option_like_values and refuse_bad_numbers.
 // where: e.g. "dtrain report: ".

@@ -31,7 +31,10 @@ namespace dtrain::engine {
 
 namespace {
 
-std::vector<int> parse_ints(const std::string& key, const std::string& s) {
+// The minibatch sizes of --candidates: positive, at most `most` (train's
+// limit: a tuned job train refuses is no answer), each once (one was profiled
+// twice). Items are quoted with their invisible bytes as \xNN.
+std::vector<int> parse_ints(const std::string& key, const std::string& s, int most) {
   std::vector<int> v;
   if (s.find_first_not_of(" \t") == std::string::npos) DT_USAGE("dtrain tune: option '", key, "' is empty");
   std::stringstream is(s + ",");  // a last empty item ("16,32,") is one too
@@ -39,10 +42,15 @@ std::vector<int> parse_ints(const std::string& key, const std::string& s) {
   while (std::getline(is, item, ',')) {
     item.erase(0, item.find_first_not_of(" \t"));  // "16, 32" in a job file or quoted
     item.erase(item.find_last_not_of(" \t") + 1);
-    if (item.empty()) DT_USAGE("dtrain tune: option '", key, "': '", s, "' has an empty item: give comma-separated integers");
+    if (item.empty())
+      DT_USAGE("dtrain tune: option '", key, "': '", visible(s), "' has an empty item: give comma-separated integers");
     std::string why = int_problem(item);
     if (why.empty() && std::stoi(item) < 1) why = "which is not positive";
-    if (!why.empty()) DT_USAGE("dtrain tune: option '", key, "': '", item, "'", item == s ? "" : " in '" + s + "'", ", ", why);
+    if (why.empty() && std::stoi(item) > most) why = "more than " + std::to_string(most) + ", the largest minibatch";
+    if (why.empty() && std::find(v.begin(), v.end(), std::stoi(item)) != v.end()) why = "which is given twice";
+    if (!why.empty())
+      DT_USAGE("dtrain tune: option '", key, "': '", visible(item), "'", item == s ? "" : " in '" + visible(s) + "'", ", ",
+               why);
     v.push_back(std::stoi(item));
   }
   return v;
@@ -146,7 +154,8 @@ int cmd_tune(const std::vector<std::string>& args) {
       "device-memory-gb", dflt(t.memory_gb, 0.0), "memory per worker, GB (0: host RAM / workers per node)")(
       "target-efficiency", dflt(t.target_efficiency, 0.8), "α* for the largest useful G")(
       "knee", dflt(t.knee, 0.05), "minibatch: smallest within this fraction of the best images/s")(
-      "candidates", po::value(&candidates)->default_value(candidates), "minibatch sizes to profile")(
+      "candidates", po::value(&candidates)->default_value(candidates),
+      "minibatch sizes to profile (comma-separated, each once, at most 65536, a global batch the training set fills)")(
       "profile-steps", dflt(t.profile_steps, 5), "measured steps per candidate (after one warm-up)")(
       "t-c-ms", dflt(t.t_c_ms, 0.0), "what-if: T_C per step (ms) at the job's minibatch, e.g. a GPU's; 0: measure")(
       "t-u-ms", dflt(t.t_u_ms, 0.0), "with --t-c-ms: a worker's local update per step (ms), added to T_C in allreduce mode; "
@@ -173,7 +182,7 @@ int cmd_tune(const std::vector<std::string>& args) {
     std::cout << desc;
     return kExitOk;
   }
-  t.candidates = parse_ints("candidates", candidates);
+  t.candidates = parse_ints("candidates", candidates, kMaxMinibatch);
   if (vm.count("gpus-per-node")) {
     if (!vm["workers-per-node"].defaulted() && gpus_alias != t.workers_per_node)
       DT_USAGE("dtrain tune: options 'workers-per-node' (", t.workers_per_node, ") and its alias 'gpus-per-node' (",

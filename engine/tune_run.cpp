@@ -347,7 +347,20 @@ int run_tune(const TuneOptions& t, TrainConfig cfg, MPI_Comm world) {
   prof.threads = cfg.threads > 0 ? cfg.threads : std::max(1, static_cast<int>(cores) / t.workers_per_node);
   prof.load_before = load_average_1m();
   int classes = 0;
-  if (!cfg.train_data.empty()) classes = io::open_dataset(cfg.train_data)->classes();
+  if (!cfg.train_data.empty()) {
+    const auto data = io::open_dataset(cfg.train_data);
+    classes = data->classes();
+    // A candidate whose global batch the training set cannot fill gives a job
+    // file train refuses (engine/train_job.cpp): named here, before profiling.
+    int64_t n = data->n();
+    if (cfg.max_train_samples > 0) n = std::min(n, cfg.max_train_samples);
+    const int64_t workers = int64_t{t.nodes} * t.workers_per_node;
+    for (const int x : t.candidates)
+      if (workers * x > n)
+        DT_USAGE("dtrain tune: option 'candidates': ", x, " × ", workers, " worker(s) = ", workers * x,
+                 " images per step, more than the ", n, " of the training set ", cfg.train_data,
+                 n < data->n() ? " (with max-train-samples)" : "", ": train would refuse that job");
+  }
   measure_memory(cfg.model, classes, prof);
   // The candidates that fit the budget: only those are profiled.
   const double budget = memory_budget(t, rank, world);

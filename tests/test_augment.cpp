@@ -418,6 +418,14 @@ TEST_CASE("augment options: keys, values and conflicts", "[augment][config]") {
   REQUIRE(dtrain::engine::parse_train_args({"--train-data", "x.h5", "--rrc-ratio", " 3 / 4 , 4/ 3"}, spaced));
   CHECK(spaced.rrc_ratio_min == 0.75);
   CHECK(spaced.rrc_ratio_max == c.rrc_ratio_max);
+  // A fraction's parts are positive: 3/0 was "not a range", -3/-4 was 0.75.
+  CHECK_THAT(usage({"--train-data", "x.h5", "--rrc-ratio", "3/0,1"}),
+             Contains("option 'rrc-ratio': '3/0' in '3/0,1': a fraction's numerator and denominator must be positive"));
+  CHECK_THAT(usage({"--train-data", "x.h5", "--rrc-ratio", "-3/-4,1"}),
+             Contains("'-3/-4' in '-3/-4,1': a fraction's numerator and denominator must be positive"));
+  // Invisible bytes in a list or range are shown, not printed raw.
+  CHECK_THAT(usage({"--train-data", "x.h5", "--rrc-scale", "0.08\f,1"}), Contains("'0.08\\x0c,1'"));
+  CHECK_THAT(usage({"--train-data", "x.h5", "--mean", "0.5\f"}), Contains("'0.5\\x0c'"));
   CHECK_THAT(usage({"--train-data", "x.h5", "--augment", "random"}), Contains("option 'augment'") && Contains("none, crop or rrc"));
   CHECK_THAT(usage({"--train-data", "x.h5", "--augment", "rrc", "--augment-pad", "4"}),
              Contains("option 'augment-pad'") && Contains("augment none only"));

@@ -360,5 +360,28 @@ TEST_CASE("a section header in a job file is refused as one with its line", "[co
   CHECK_THAT(usage_message({"--job", job}),
              Catch::StartsWith("job file '" + job + "': line 3: '[train]' is a section header; job files have no "
                                "sections"));
+  // A CRLF file's header alike; "[a] = 1" and
+  // "[train" are no sections to Boost, and not called one (Boost names them).
+  const std::string crlf = write_job("crlf.ini", "model = lenet5\r\n  [train] \r\ntrain-data = a.h5\r\n");
+  CHECK_THAT(usage_message({"--job", crlf}), Catch::StartsWith("job file '" + crlf + "': line 2: '[train]' is a section"));
+  const std::string key = write_job("bracketkey.ini", "[a] = 1\ntrain-data = a.h5\n");
+  CHECK_THAT(usage_message({"--job", key}), !Catch::Contains("section header"));
+  const std::string open = write_job("open.ini", "[train\ntrain-data = a.h5\n");
+  CHECK_THAT(usage_message({"--job", open}), !Catch::Contains("section header"));
+  for (const auto& f : {job, crlf, key, open}) std::filesystem::remove(f);
+}
+
+TEST_CASE("a job file with old Mac line endings is refused naming the line", "[config]") {
+  // One line to Boost: lr's value ran on over the rest, the other keys were lost.
+  const std::string job = write_job("mac.ini", "model = lenet5\rtrain-data = a.h5\rlr = 0.1\r");
+  CHECK_THAT(usage_message({"--job", job}),
+             Catch::StartsWith("job file '" + job + "': line 1 has a lone carriage return"));
+  // Windows line endings are read as before.
+  const std::string win = write_job("win.ini", "model = lenet5\r\ntrain-data = a.h5\r\nlr = 0.25\r\n");
+  TrainConfig c;
+  REQUIRE(dtrain::engine::parse_train_args({"--job", win}, c));
+  CHECK(c.lr == 0.25f);
+  CHECK(c.train_data == "a.h5");
   std::filesystem::remove(job);
+  std::filesystem::remove(win);
 }

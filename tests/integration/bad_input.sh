@@ -15,6 +15,15 @@ expect_exit 2 "expects 224" -- "$DTRAIN" train --train-data "$D/fashion-mnist-tr
 expect_exit 2 "unknown command" -- "$DTRAIN" trian
 expect_exit 2 "unknown benchmark 'net'" -- "$DTRAIN" bench net
 expect_exit 0 "dtrain bench comm | io | compute" -- "$DTRAIN" bench --help
+expect_exit 2 "'--help' takes nothing after it, got 'extra'" -- "$DTRAIN" bench --help extra
+expect_exit 2 "the benchmark comes before its options: dtrain bench io --data" -- "$DTRAIN" bench --data x.h5 io
+expect_exit 2 "which benchmark? (it comes before its options, got '--data')" -- "$DTRAIN" bench --data x.h5
+# A usage error ends with the usage's last line, not an empty one.
+for c in "bench net" "trian"; do
+  # shellcheck disable=SC2086  # the words of the command
+  out=$("$DTRAIN" $c 2>&1; echo "end")
+  [[ "$out" != *$'\n\nend' ]] || fail "dtrain $c: an empty line after the usage → $out"
+done
 printf '[train]\nmodel = lenet5\ntrain-data = %s\n' "$D/fashion-mnist-train.h5" > "$J"
 expect_exit 2 "job file '$J': line 1: '[train]' is a section header" -- "$DTRAIN" train --job "$J"
 printf 'model = lenet5\ntrain-data = %s\nmomentum = 1.5\n' "$D/fashion-mnist-train.h5" > "$J"

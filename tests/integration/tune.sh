@@ -60,8 +60,18 @@ grep -q "configuration(s) outside" <<<"$out" || fail "report lacks the verdict l
 grep '"kind":"step"' "$W/one.jsonl" > "$W/norun.jsonl"
 expect_exit 2 'no {"kind":"run"} record' -- "$DTRAIN" report --metrics "$W/norun.jsonl"
 # Bad tune input ends at once with exit 2, before any profiling: a candidate
-# that cannot fit (1,000,000 LeNet images need 117 GB) is never run.
-expect_exit 2 "fits" -- "$DTRAIN" tune "${job[@]}" --candidates 1000000 --out "$W/x.ini"
+# that cannot fit (60,000 LeNet images in 1 MB) is never run.
+expect_exit 2 "fits" -- "$DTRAIN" tune "${job[@]}" --candidates 60000 --device-memory-gb 0.001 --out "$W/x.ini"
+# Candidates train would refuse as a minibatch: beyond 65536, a global batch
+# the 60,000 training images cannot fill; one given twice.
+expect_exit 2 "option 'candidates': '100000' in '16,100000', more than 65536, the largest minibatch" -- \
+  "$DTRAIN" tune "${job[@]}" --candidates 16,100000 --out "$W/x.ini"
+expect_exit 2 "option 'candidates': 16000 × 4 worker(s) = 64000 images per step, more than the 60000 of the training set" -- \
+  "$DTRAIN" tune "${job[@]}" --nodes 2 --workers-per-node 2 --candidates 16,16000 --out "$W/x.ini"
+expect_exit 2 "option 'candidates': '16' in '16,32,16', which is given twice" -- \
+  "$DTRAIN" tune "${job[@]}" --candidates 16,32,16 --out "$W/x.ini"
+expect_exit 2 "option 'candidates': '8\x0c' in '8\x0c,16', which is not an integer" -- \
+  "$DTRAIN" tune "${job[@]}" --candidates $'8\f,16' --out "$W/x.ini"
 touch "$W/afile"
 expect_exit 2 "is not a folder" -- "$DTRAIN" tune "${job[@]}" --candidates 8 --out "$W/afile/x.ini"
 # An existing tuned job is never replaced silently.
