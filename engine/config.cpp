@@ -76,7 +76,7 @@ void parse_range(const char* key, const std::string& s, double* lo, double* hi) 
   if (comma == std::string::npos || !number(s.substr(0, comma), lo) || !number(s.substr(comma + 1), hi) ||
       !std::isfinite(*lo) || !std::isfinite(*hi))
     DT_USAGE("option '", key, "': '", visible(s), "' is not a range MIN,MAX of two numbers (decimals or fractions like 3/4)");
-  if (*lo > *hi) DT_USAGE("option '", key, "': '", s, "': MIN ", *lo, " is larger than MAX ", *hi);
+  if (*lo > *hi) DT_USAGE("option '", key, "': '", visible(s), "': MIN ", *lo, " is larger than MAX ", *hi);
 }
 
 // A typed option with its default shown as a person writes it: shortest
@@ -406,6 +406,7 @@ bool parse_train_args(const std::vector<std::string>& args, TrainConfig& cfg) {
       std::istringstream lines(body);
       std::string line;
       for (size_t no = 1; std::getline(lines, line); ++no) {
+        line.erase(std::min(line.size(), line.find('#')));  // Boost drops a comment first ("[train] # c")
         line.erase(0, line.find_first_not_of(" \t\r"));
         line.erase(line.find_last_not_of(" \t\r") + 1);
         if (line.starts_with('[') && line.ends_with(']'))

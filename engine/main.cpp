@@ -97,12 +97,13 @@ int rank_running_another_command(const std::string& mine, int world, std::string
 // creates DTRAIN_STARTED_FILE when it is set (written to PATH.tmp, then
 // renamed). From then on no rank is inside MPI_Init, so a step that dies
 // later did not die of a start-up race; slurm/train.sbatch relaunches a step
-// that died before the file existed (slurm/README.md "Start-up crashes"). A
-// file that cannot be written is a warning: the run goes on, only that
-// relaunch is lost.
-void mark_started(int world) {
+// that died before the file existed (slurm/README.md "Start-up crashes").
+// Returns false, with a message, when the file cannot be written: the job
+// must then end, since a later crash would be taken for a start-up one and
+// the run started again from its beginning (a helper's finding, 2026-12-05).
+bool mark_started(int world) {
   const std::optional<std::string> path = dtrain::settings::started_file();
-  if (!path) return;
+  if (!path) return true;
   const std::string tmp = *path + ".tmp";
   std::FILE* f = std::fopen(tmp.c_str(), "w");
   bool ok = f != nullptr;
@@ -114,10 +115,14 @@ void mark_started(int world) {
     ok = std::fclose(f) == 0 && ok;
   }
   if (!ok || std::rename(tmp.c_str(), path->c_str()) != 0) {
-    std::fprintf(stderr, "dtrain: warning: cannot write DTRAIN_STARTED_FILE '%s': %s\n", path->c_str(),
-                 std::strerror(errno));
+    std::fprintf(stderr,
+                 "dtrain: error: cannot write DTRAIN_STARTED_FILE '%s': %s (slurm/train.sbatch's start mark: without it "
+                 "a later crash would be relaunched from the beginning; free the folder or unset the variable)\n",
+                 path->c_str(), std::strerror(errno));
     std::remove(tmp.c_str());
+    return false;
   }
+  return true;
 }
 
 // Runs the command; a failure becomes its message and exit code through the
@@ -185,7 +190,15 @@ int main(int argc, char** argv) {
       MPI_Finalize();
       return dtrain::kExitUsage;
     }
-    if (rank == 0) mark_started(world);
+    // Every rank learns whether rank 0 could write the start mark (one
+    // broadcast, after the allgather: no rank is inside MPI_Init any more).
+    int marked = rank == 0 ? int(mark_started(world)) : 1;
+    if (dtrain::settings::started_file()) MPI_Bcast(&marked, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (!marked) {
+      std::fflush(stderr);
+      MPI_Finalize();
+      return dtrain::kExitFailure;
+    }
   }
   if (serial_under_mpi) {
     int code = dtrain::kExitOk;

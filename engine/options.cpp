@@ -80,11 +80,19 @@ void rethrow_usage(const po::error& e, const std::string& where, const po::optio
 }
 
 void refuse_option_like_values(const po::parsed_options& parsed, const std::string& where) {
-  for (const po::option& opt : parsed.options)
+  for (const po::option& opt : parsed.options) {
+    // A word that is no option's value (`dtrain train --job j.ini extra`,
+    // `--mean 0.5 0.3`): Boost dropped it and the run went on without it. An
+    // empty word (an empty variable a script quoted) carries nothing: let be.
+    if (opt.string_key.empty() && !opt.value.empty() && !opt.value.front().empty())
+      DT_USAGE(where, "'", visible(opt.value.front()),
+               "' is not an option or an option's value (options start with --; a list is one "
+               "comma-separated value, such as --mean 0.5,0.3)");
     for (const std::string& v : opt.value)
       if (v.size() > 2 && v.starts_with("--") && !opt.string_key.empty())
         DT_USAGE(where, "option '", opt.string_key, "' got the value '", v,
                  "', which looks like an option: was its value left empty (an unset shell variable)?");
+  }
 }
 
 namespace {

@@ -34,6 +34,8 @@ std::string nearest_option(const std::string& name, const po::options_descriptio
 // Throws UsageError when an option's value starts with "--": `--save-params
 // $EMPTY --metrics m.jsonl` took "--metrics" as the file name and wrote a file
 // of that name (a helper's finding, 2026-12-04). No dtrain value starts so.
+// Also throws on a word that is no option's value (no positional option
+// takes it): Boost dropped `dtrain train … extra` and `--mean 0.5 0.3`'s 0.3.
 void refuse_option_like_values(const po::parsed_options& parsed, const std::string& where);
 
 // Throws UsageError, naming the option and the value as typed, when a value

@@ -366,6 +366,9 @@ TEST_CASE("a section header in a job file is refused as one with its line", "[co
   CHECK_THAT(usage_message({"--job", crlf}), Catch::StartsWith("job file '" + crlf + "': line 2: '[train]' is a section"));
   const std::string key = write_job("bracketkey.ini", "[a] = 1\ntrain-data = a.h5\n");
   CHECK_THAT(usage_message({"--job", key}), !Catch::Contains("section header"));
+  const std::string comment = write_job("comment.ini", "model = lenet5\n[train] # the section\nlr = 0.1\n");
+  CHECK_THAT(usage_message({"--job", comment}), Catch::StartsWith("job file '" + comment + "': line 2: '[train]' is a section"));
+  std::filesystem::remove(comment);
   const std::string open = write_job("open.ini", "[train\ntrain-data = a.h5\n");
   CHECK_THAT(usage_message({"--job", open}), !Catch::Contains("section header"));
   for (const auto& f : {job, crlf, key, open}) std::filesystem::remove(f);

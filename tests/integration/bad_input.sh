@@ -18,6 +18,12 @@ expect_exit 0 "dtrain bench comm | io | compute" -- "$DTRAIN" bench --help
 expect_exit 2 "'--help' takes nothing after it, got 'extra'" -- "$DTRAIN" bench --help extra
 expect_exit 2 "the benchmark comes before its options: dtrain bench io --data" -- "$DTRAIN" bench --data x.h5 io
 expect_exit 2 "which benchmark? (it comes before its options, got '--data')" -- "$DTRAIN" bench --data x.h5
+# A word that is no option's value was dropped and the run went on without it.
+expect_exit 2 "command line: 'extra' is not an option or an option's value" -- \
+  "$DTRAIN" train --train-data "$D/fashion-mnist-train.h5" extra
+expect_exit 2 "command line: '0.3' is not an option or an option's value" -- \
+  "$DTRAIN" train --train-data "$D/fashion-mnist-train.h5" --mean 0.5 0.3
+expect_exit 2 "dtrain bench io: 'extra' is not an option" -- "$DTRAIN" bench io --data x.h5 extra
 # A usage error ends with the usage's last line, not an empty one.
 for c in "bench net" "trian"; do
   # shellcheck disable=SC2086  # the words of the command
@@ -29,10 +35,12 @@ expect_exit 2 "job file '$J': line 1: '[train]' is a section header" -- "$DTRAIN
 printf 'model = lenet5\ntrain-data = %s\nmomentum = 1.5\n' "$D/fashion-mnist-train.h5" > "$J"
 expect_exit 2 "job file '$J': option 'momentum': must be in [0, 1), got 1.5" -- "$DTRAIN" train --job "$J"
 # A start mark that cannot be written (slurm/train.sbatch's DTRAIN_STARTED_FILE)
-# is a warning naming it; the run goes on. One that can is written by rank 0
-# of 2 after the first collective.
-DTRAIN_STARTED_FILE=/nonexistent/started expect_exit 0 "cannot write DTRAIN_STARTED_FILE '/nonexistent/started'" -- \
-  "$DTRAIN" train --train-data "$D/fashion-mnist-train.h5" --test-data "" --max-steps 1 --save-params "" --metrics ""
+# ends the job before it trains (a later crash would be taken for a start-up
+# one and relaunched from step 0), on every rank. One that can is written by
+# rank 0 of 2 after the first collective.
+DTRAIN_STARTED_FILE=/nonexistent/started expect_exit 1 "cannot write DTRAIN_STARTED_FILE '/nonexistent/started'" -- \
+  bounded 120 mpirun -np 2 --oversubscribe --bind-to none "$DTRAIN" train --train-data "$D/fashion-mnist-train.h5" \
+  --test-data "" --max-steps 1 --threads 1 --save-params "" --metrics ""
 rm -f "$SCRATCH/started"
 DTRAIN_STARTED_FILE=$SCRATCH/started bounded 120 mpirun -np 2 --oversubscribe --bind-to none "$DTRAIN" train \
   --train-data "$D/fashion-mnist-train.h5" --test-data "" --max-steps 1 --threads 1 --save-params "" --metrics "" \

@@ -178,15 +178,18 @@ echo "ok: a non-Open MPI mpirun is refused unless given its own options (DTRAIN_
 # dies after it is not. A stand-in binary in a tree of its own (train.sbatch
 # finds bench/lib.sh next to the binary's folder) crashes rank 1 of the first
 # step (SLURM_STEP_ID 0) before dtrain starts (mode first), rank 1 of every
-# step (always), or kills rank 0's dtrain with SIGSEGV once the start mark
-# exists (after); otherwise it runs the real binary.
+# step (always), ends rank 1 with exit 127 (exit: no crash, not relaunched
+# though srun's status is the other rank's TERM or KILL), or kills rank 0's
+# dtrain with SIGSEGV once the start mark exists (after); otherwise it runs
+# the real binary.
 F="$T/fake"
 mkdir -p "$F/build"
 ln -sfn "$SRC/bench" "$F/bench"
 cat > "$F/build/dtrain" <<EOF_FAKE
 #!/usr/bin/env bash
 case "\$FAKE_MODE:\${SLURM_STEP_ID:-0}:\${SLURM_PROCID:-0}" in
-  first:0:1|always:*:1) kill -SEGV \$\$ ;;
+  first:0:1|always:*:1) sleep 2; kill -SEGV \$\$ ;;  # rank 0 waits in MPI_Init meanwhile
+  exit:*:1) sleep 2; exit 127 ;;                       # a plain failure (a missing library)
   after:*:0)
     "$DTRAIN" "\$@" & pid=\$!
     for _ in \$(seq 600); do [ -e "\$DTRAIN_STARTED_FILE" ] && break; sleep 0.1; done
@@ -206,6 +209,7 @@ submit_fake() {  # MODE NAME RETRIES [dtrain options]: prints the job id
 }
 fid=$(submit_fake first it-start-first 2) || fail "sbatch refused the start-up crash job"
 aid=$(submit_fake always it-start-always 1) || fail "sbatch refused the repeated start-up crash job"
+eid=$(submit_fake exit it-start-exit 2) || fail "sbatch refused the plain-failure job"
 # 100 steps of 100 ms (the compute stand-in): still running when rank 0 is killed.
 lid=$(submit_fake after it-start-after 2 --max-steps 100 --compute-stand-in-ms 100) ||
   fail "sbatch refused the crash-after-start job"
@@ -213,7 +217,8 @@ fout="$T/startup/it-start-first-$fid.out" aout="$T/startup/it-start-always-$aid.
 res=$(wait_job "$fid")
 [ "$res" = "COMPLETED 0:0" ] || { cat "$fout" >&2; fail "start-up crash job $fid ended $res (wanted a relaunch that completes)"; }
 [ "$(grep -c 'launching it again (1 of 2' "$fout")" = 1 ] && [ "$(grep -c 'launching it again' "$fout")" = 1 ] &&
-  grep -qF "relaunch 1 of 2" "$fout" && [ "$(grep -c 'dtrain: finished' "$fout")" = 1 ] ||
+  grep -qF "relaunch 1 of 2" "$fout" && grep -qF "(a rank crashed: signal 11)" "$fout" &&
+  [ "$(grep -c 'dtrain: finished' "$fout")" = 1 ] ||
   { cat "$fout" >&2; fail "start-up crash job $fid: not exactly one relaunch and one finished run"; }
 grep -qF "2 rank(s) through MPI_Init" "$T/startup/runs/it-start-first-$fid/started" ||
   fail "start-up crash job $fid: no start mark in its run folder"
@@ -224,6 +229,11 @@ res=$(wait_job "$aid")
   { cat "$aout" >&2; fail "repeated start-up crash job $aid ($res): wanted 2 launches (DTRAIN_START_RETRIES=1), then failed with a signal's exit status"; }
 [ ! -e "$T/startup/runs/it-start-always-$aid/started" ] || fail "repeated start-up crash job $aid has a start mark"
 echo "ok: a start-up crash in every launch: $((1 + 1)) launches (DTRAIN_START_RETRIES=1), then the job failed ($res)"
+res=$(wait_job "$eid")
+eout="$T/startup/it-start-exit-$eid.out"
+[ "$res" != "COMPLETED 0:0" ] && [ "$(grep -c 'srun started' "$eout")" = 1 ] && ! grep -qF "launching it again" "$eout" ||
+  { cat "$eout" >&2; fail "plain-failure job $eid ($res): wanted one launch and no relaunch"; }
+echo "ok: a rank's plain exit 127 before MPI start-up is not relaunched (job $eid: $res)"
 res=$(wait_job "$lid")
 [ "$res" != "COMPLETED 0:0" ] && [ "$(grep -c 'srun started' "$lout")" = 1 ] && ! grep -qF "launching it again" "$lout" &&
   grep -qE "the run failed \(exit (129|1[3-9][0-9]|2[0-5][0-9])\)" "$lout" && [ -s "$T/startup/runs/it-start-after-$lid/started" ] ||
@@ -232,7 +242,10 @@ echo "ok: a crash after every rank was through MPI_Init is not relaunched (job $
 msg=$(cd "$T/badlauncher" && DTRAIN_START_RETRIES=x bash "$SRC/slurm/train.sbatch" "$SRC/jobs/fashion_lenet.ini" 2>&1) && rc=0 || rc=$?
 [ "$rc" = 2 ] && grep -qF "DTRAIN_START_RETRIES='x'" <<<"$msg" && [ -z "$(ls -A "$T/badlauncher")" ] ||
   fail "DTRAIN_START_RETRIES=x: exit $rc, wanted 2 with nothing written → $msg"
-echo "ok: DTRAIN_START_RETRIES=x refused at once (exit 2), nothing written"
+msg=$(cd "$T/badlauncher" && DTRAIN_START_RETRIES=99999999999999999999 bash "$SRC/slurm/train.sbatch" \
+        "$SRC/jobs/fashion_lenet.ini" 2>&1) && rc=0 || rc=$?
+[ "$rc" = 2 ] && grep -qF "0 to 999" <<<"$msg" || fail "DTRAIN_START_RETRIES=99999999999999999999: exit $rc → $msg"
+echo "ok: DTRAIN_START_RETRIES=x and a 20-digit count refused at once (exit 2), nothing written"
 
 # 3. The sweep. An impossible point (64 nodes here) is named and nothing is submitted.
 sweep_args=(--time 00:10:00 --shared --python "$PY" --sbatch-arg=--cpus-per-task=1
