@@ -20,7 +20,9 @@ void flush_all() {
 }
 
 void print(const std::string& msg) {
-  std::fprintf(stderr, "dtrain: error: %s\n", msg.c_str());
+  // One newline ends every message, also one that ends with a usage text.
+  const size_t end = msg.find_last_not_of('\n');
+  std::fprintf(stderr, "dtrain: error: %s\n", end == std::string::npos ? "" : msg.substr(0, end + 1).c_str());
   flush_all();
 }
 

@@ -43,8 +43,6 @@ int run(const std::string& cmd, const std::vector<std::string>& args) {
         "  io       the loader's images/s and its exposed I/O wait per step: dtrain bench io --data F\n"
         "  compute  one worker's training step alone, per layer, against the GEMM peak: dtrain bench compute --model M\n"
         "'dtrain bench <benchmark> --help' lists its options.\n";
-    // The usage without its last newline: the error printer ends the message.
-    const std::string usage_text(kBenchUsage, std::strlen(kBenchUsage) - 1);
     if (!args.empty() && (args[0] == "--help" || args[0] == "-h" || args[0] == "help")) {
       if (args.size() > 1)
         DT_USAGE("dtrain bench: '", args[0], "' takes nothing after it, got '", args[1],
@@ -57,19 +55,17 @@ int run(const std::string& cmd, const std::vector<std::string>& args) {
       for (const std::string& a : args)
         if (a == "comm" || a == "io" || a == "compute")
           DT_USAGE("dtrain bench: the benchmark comes before its options: dtrain bench ", a, " ", args[0], " …, got '",
-                   args[0], "' first\n", usage_text);
-      DT_USAGE("dtrain bench: which benchmark? (it comes before its options, got '", args[0], "')\n", usage_text);
+                   args[0], "' first\n", kBenchUsage);
+      DT_USAGE("dtrain bench: which benchmark? (it comes before its options, got '", args[0], "')\n", kBenchUsage);
     }
     DT_USAGE("dtrain bench: ", args.empty() ? "which benchmark?" : "unknown benchmark '" + args[0] + "'", "\n",
-             usage_text);
+             kBenchUsage);
   }
   if (cmd == "--help" || cmd == "-h" || cmd == "help") {
     std::fputs(usage().c_str(), stdout);
     return dtrain::kExitOk;
   }
-  std::string text = usage();
-  while (!text.empty() && text.back() == '\n') text.pop_back();  // the error printer ends the message
-  DT_USAGE("unknown command '", cmd, "'\n", text);
+  DT_USAGE("unknown command '", cmd, "'\n", usage());
 }
 
 // Every rank of one launch must run the same subcommand ("train", "bench
@@ -94,17 +90,14 @@ int rank_running_another_command(const std::string& mine, int world, std::string
 }
 
 // Rank 0, once every rank is through MPI_Init and the first collective:
-// creates DTRAIN_STARTED_FILE when it is set (written to PATH.tmp, then
-// renamed). From then on no rank is inside MPI_Init, so a step that dies
+// creates `path` (DTRAIN_STARTED_FILE; written to PATH.tmp, then renamed). From then on no rank is inside MPI_Init, so a step that dies
 // later did not die of a start-up race; slurm/train.sbatch relaunches a step
 // that died before the file existed (slurm/README.md "Start-up crashes").
 // Returns false, with a message, when the file cannot be written: the job
 // must then end, since a later crash would be taken for a start-up one and
 // the run started again from its beginning (a helper's finding, 2026-12-05).
-bool mark_started(int world) {
-  const std::optional<std::string> path = dtrain::settings::started_file();
-  if (!path) return true;
-  const std::string tmp = *path + ".tmp";
+bool mark_started(const std::string& path, int world) {
+  const std::string tmp = path + ".tmp";
   std::FILE* f = std::fopen(tmp.c_str(), "w");
   bool ok = f != nullptr;
   if (f) {
@@ -114,11 +107,11 @@ bool mark_started(int world) {
     ok = std::fprintf(f, "%d rank(s) through MPI_Init and the first collective at %s\n", world, when) > 0;
     ok = std::fclose(f) == 0 && ok;
   }
-  if (!ok || std::rename(tmp.c_str(), path->c_str()) != 0) {
+  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
     std::fprintf(stderr,
                  "dtrain: error: cannot write DTRAIN_STARTED_FILE '%s': %s (slurm/train.sbatch's start mark: without it "
                  "a later crash would be relaunched from the beginning; free the folder or unset the variable)\n",
-                 path->c_str(), std::strerror(errno));
+                 path.c_str(), std::strerror(errno));
     std::remove(tmp.c_str());
     return false;
   }
@@ -192,8 +185,11 @@ int main(int argc, char** argv) {
     }
     // Every rank learns whether rank 0 could write the start mark (one
     // broadcast, after the allgather: no rank is inside MPI_Init any more).
-    int marked = rank == 0 ? int(mark_started(world)) : 1;
-    if (dtrain::settings::started_file()) MPI_Bcast(&marked, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    int marked = 1;
+    if (const auto path = dtrain::settings::started_file()) {
+      if (rank == 0) marked = mark_started(*path, world);
+      MPI_Bcast(&marked, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    }
     if (!marked) {
       std::fflush(stderr);
       MPI_Finalize();
