@@ -31,7 +31,7 @@ common=(--job "$SRC/jobs/fashion_resnet.ini" --epochs 3 --warmup-epochs 0 --lr 0
 train() {  # NAME TRAIN TEST [ARGS...]
   local name=$1 tr=$2 te=$3; shift 3
   mpirun -np 1 "$DTRAIN" train "${common[@]}" --train-data "$tr" --test-data "$te" --metrics $name.jsonl "$@" \
-    > $name.log 2>&1 || { cat $name.log >&2; fail "$name: training failed"; }
+    > $name.log 2>&1 || fail_log "$name.log" "$name: training failed"
   grep -F "final test accuracy" $name.log
 }
 train idx idx/fashion-mnist-train.h5 idx/fashion-mnist-test.h5 --max-train-samples $N_TRAIN

@@ -15,6 +15,13 @@ mkdir -p "$SCRATCH"
 cd "$SCRATCH"
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
+# fail_log LOG MESSAGE: the reason first (a CI excerpt shows a test's first
+# lines), then the job's log, then the reason again.
+fail_log() {
+  echo "FAIL: $2 (its log, $1, follows)" >&2
+  cat "$1" >&2 || true
+  fail "$2"
+}
 
 # No test reads its standard input: mpirun forwards its stdin to rank 0, and a
 # job started under `timeout` (its own process group) that reads a terminal

@@ -38,7 +38,7 @@ run_recipe() {  # NAME JOB DATA MODE [ARGS...]
   local name=$1 job=$2 data=$3 mode=$4; shift 4
   local m="$SCRATCH/$name.jsonl"
   dt_mpirun 5 "$DTRAIN" train --job "$job" --train-data "$data" --mode "$mode" "${common[@]}" \
-    --metrics "$m" "$@" >"$SCRATCH/$name.log" 2>&1 || { cat "$SCRATCH/$name.log" >&2; fail "$name: dtrain failed"; }
+    --metrics "$m" "$@" >"$SCRATCH/$name.log" 2>&1 || fail_log "$SCRATCH/$name.log" "$name: dtrain failed"
   [ "$(grep -c '"kind":"step"' "$m")" = 2 ] || fail "$name: not 2 step records in $m"
   "$py" - "$m" "$name" <<'PY' || fail "$name: the loss is not finite or did not decrease"
 import json, math, sys
@@ -66,7 +66,7 @@ echo "ok: alexnet evaluation, top-1 $top1, top-5 $top5"
 "$DTRAIN" data synth --shape 28x28x1 --n 32 --classes 5 --out "$SCRATCH/s5.h5" --seed 5
 "$DTRAIN" train --model lenet5 --train-data "$SCRATCH/s5.h5" --test-data "$SCRATCH/s5.h5" --minibatch 8 \
   --epochs 1 --threads 1 --save-params "" --metrics "$SCRATCH/five.jsonl" >"$SCRATCH/five.log" 2>&1 \
-  || { cat "$SCRATCH/five.log" >&2; fail "5-class run failed"; }
+  || fail_log "$SCRATCH/five.log" "5-class run failed"
 json_field "$SCRATCH/five.jsonl" epoch test_accuracy >/dev/null
 ! grep -q top5 "$SCRATCH/five.jsonl" || fail "5 classes: test_top5_accuracy in the metrics"
 ! grep -q "top-5" "$SCRATCH/five.log" || fail "5 classes: top-5 on stdout"

@@ -68,10 +68,10 @@ export DTRAIN_CHECKPOINT_DIR=""
 check_run() {
   local name=$1 id=$2 out=$3 m=$4 res
   res=$(wait_job "$id")
-  [ "$res" = "COMPLETED 0:0" ] || { cat "$out" >&2; fail "$name job $id ended $res"; }
-  grep -qF "ranks:    5 = 4 worker(s) + 1 parameter server(s)" "$out" || { cat "$out" >&2; fail "$name: no layout line"; }
-  grep -qF "final test accuracy" "$out" || { cat "$out" >&2; fail "$name: no final accuracy line"; }
-  [ "$(grep -c 'dtrain: finished' "$out")" = 1 ] || { cat "$out" >&2; fail "$name: not exactly one run finished"; }
+  [ "$res" = "COMPLETED 0:0" ] || fail_log "$out" "$name job $id ended $res"
+  grep -qF "ranks:    5 = 4 worker(s) + 1 parameter server(s)" "$out" || fail_log "$out" "$name: no layout line"
+  grep -qF "final test accuracy" "$out" || fail_log "$out" "$name: no final accuracy line"
+  [ "$(grep -c 'dtrain: finished' "$out")" = 1 ] || fail_log "$out" "$name: not exactly one run finished"
   for f in step epoch loss lr images_per_s t_compute_s t_comm_s t_io_wait_s; do
     json_field "$m" step "$f" >/dev/null || fail "$name: step record lacks $f"
   done
@@ -219,24 +219,24 @@ lid=$(submit_fake after it-start-after 2 --train-data "$D/fashion-mnist-train.h5
   fail "sbatch refused the crash-after-start job"
 fout="$T/startup/it-start-first-$fid.out" aout="$T/startup/it-start-always-$aid.out" lout="$T/startup/it-start-after-$lid.out"
 res=$(wait_job "$fid")
-[ "$res" = "COMPLETED 0:0" ] || { cat "$fout" >&2; fail "start-up crash job $fid ended $res (wanted a relaunch that completes)"; }
+[ "$res" = "COMPLETED 0:0" ] || fail_log "$fout" "start-up crash job $fid ended $res (wanted a relaunch that completes)"
 [ "$(grep -c 'launching it again (1 of 2' "$fout")" = 1 ] && [ "$(grep -c 'launching it again' "$fout")" = 1 ] &&
   grep -qF "relaunch 1 of 2" "$fout" && grep -qF "(a rank crashed: signal 11)" "$fout" &&
   [ "$(grep -c 'dtrain: finished' "$fout")" = 1 ] ||
-  { cat "$fout" >&2; fail "start-up crash job $fid: not exactly one relaunch and one finished run"; }
+  fail_log "$fout" "start-up crash job $fid: not exactly one relaunch and one finished run"
 grep -qF "2 rank(s) through MPI_Init" "$T/startup/runs/it-start-first-$fid/started" ||
   fail "start-up crash job $fid: no start mark in its run folder"
 echo "ok: a rank killed by SIGSEGV before MPI start-up was relaunched once and the job completed (job $fid)"
 res=$(wait_job "$aid")
 [ "$res" != "COMPLETED 0:0" ] && [ "$(grep -c 'srun started' "$aout")" = 2 ] &&
   [ "$(grep -c 'launching it again (1 of 1' "$aout")" = 1 ] && grep -qE "the run failed \(exit (129|1[3-9][0-9]|2[0-5][0-9])\)" "$aout" ||
-  { cat "$aout" >&2; fail "repeated start-up crash job $aid ($res): wanted 2 launches (DTRAIN_START_RETRIES=1), then failed with a signal's exit status"; }
+  fail_log "$aout" "repeated start-up crash job $aid ($res): wanted 2 launches (DTRAIN_START_RETRIES=1), then failed with a signal's exit status"
 [ ! -e "$T/startup/runs/it-start-always-$aid/started" ] || fail "repeated start-up crash job $aid has a start mark"
 echo "ok: a start-up crash in every launch: $((1 + 1)) launches (DTRAIN_START_RETRIES=1), then the job failed ($res)"
 res=$(wait_job "$eid")
 eout="$T/startup/it-start-exit-$eid.out"
 [ "$res" != "COMPLETED 0:0" ] && [ "$(grep -c 'srun started' "$eout")" = 1 ] && ! grep -qF "launching it again" "$eout" ||
-  { cat "$eout" >&2; fail "plain-failure job $eid ($res): wanted one launch and no relaunch"; }
+  fail_log "$eout" "plain-failure job $eid ($res): wanted one launch and no relaunch"
 echo "ok: a rank's plain exit 127 before MPI start-up is not relaunched (job $eid: $res)"
 res=$(wait_job "$lid")
 # srun's status is the crash's (139), the other rank's KILL (137) or, where that
@@ -245,7 +245,7 @@ res=$(wait_job "$lid")
 [ "$res" != "COMPLETED 0:0" ] && [ "$(grep -c 'srun started' "$lout")" = 1 ] && ! grep -qF "launching it again" "$lout" &&
   grep -qE "the run failed \(exit [1-9][0-9]*\)" "$lout" && [ -s "$T/startup/runs/it-start-after-$lid/started" ] &&
   grep -qE "run step [0-9]+/100" "$lout" && grep -qF "Segmentation fault" "$lout" && ! grep -qF "dtrain: error: command line" "$lout" ||
-  { cat "$lout" >&2; fail "crash-after-start job $lid ($res): wanted one launch that trained, crashed and failed, no relaunch"; }
+  fail_log "$lout" "crash-after-start job $lid ($res): wanted one launch that trained, crashed and failed, no relaunch"
 echo "ok: a crash after every rank was through MPI_Init is not relaunched (job $lid: $res)"
 msg=$(cd "$T/badlauncher" && DTRAIN_START_RETRIES=x bash "$SRC/slurm/train.sbatch" "$SRC/jobs/fashion_lenet.ini" 2>&1) && rc=0 || rc=$?
 [ "$rc" = 2 ] && grep -qF "DTRAIN_START_RETRIES='x'" <<<"$msg" && [ -z "$(ls -A "$T/badlauncher")" ] ||
@@ -325,12 +325,12 @@ echo "ok: sweep of 2 points × 2 repeats and its report ($(( SECONDS - t_start )
 # 0, checked: TIMEOUT, not requeued, the log's last interval in the metrics.
 res=$(wait_job "$tid")
 lout="$T/limit/it-limit-$tid.out" lm="$T/limit/runs/it-limit-$tid/metrics.jsonl"
-[ "${res%% *}" = TIMEOUT ] || { cat "$lout" >&2; fail "time-limit job $tid ended $res, wanted TIMEOUT"; }
+[ "${res%% *}" = TIMEOUT ] || fail_log "$lout" "time-limit job $tid ended $res, wanted TIMEOUT"
 [ "$(job_field "$tid" Restarts)" = 0 ] || fail "time-limit job $tid was requeued"
-grep -qF "the job ends TIMEOUT" "$lout" || { cat "$lout" >&2; fail "time-limit job $tid: no 'the job ends TIMEOUT' line"; }
+grep -qF "the job ends TIMEOUT" "$lout" || fail_log "$lout" "time-limit job $tid: no 'the job ends TIMEOUT' line"
 # --signal=B:USR1@120 comes at once with a 1-minute limit: without a
 # checkpoint folder it must not reach the ranks (they have no stop handler).
-grep -qF "not forwarded (no checkpoint folder" "$lout" || { cat "$lout" >&2; fail "time-limit job $tid: the USR1 was not logged as not forwarded"; }
+grep -qF "not forwarded (no checkpoint folder" "$lout" || fail_log "$lout" "time-limit job $tid: the USR1 was not logged as not forwarded"
 log_last=$(grep -oE '\(run step [0-9]+/' "$lout" | tail -1 | tr -dc 0-9)
 m_last=$(grep -F '"kind":"step"' "$lm" | tail -1 | grep -oE '"step":[0-9]+' | tr -dc 0-9)
 [ -n "$log_last" ] && [ -n "$m_last" ] && [ "$m_last" -ge "$log_last" ] ||

@@ -44,7 +44,7 @@ fi
 common=(--train-data "$D/fashion-mnist-train.h5" --test-data "" --max-steps 20 --log-interval 10 --threads 1
         --lr-schedule constant --warmup-epochs 0 --reference-kernels true)
 mpirun -np 1 --bind-to none "$DTRAIN" train --job "$SRC/jobs/fashion_lenet.ini" "${common[@]}" --minibatch 64 \
-  --save-params "$PWD/one.h5" --metrics "$PWD/one.jsonl" > one.log 2>&1 || { cat one.log >&2; fail "1-process run"; }
+  --save-params "$PWD/one.h5" --metrics "$PWD/one.jsonl" > one.log 2>&1 || fail_log one.log "1-process run"
 sent_bytes() { nsenter --net="/run/netns/$NAME-n$1" tc -s qdisc show dev eth0 | awk '/Sent/ {print $2; exit}'; }
 b1=$(sent_bytes 1) b2=$(sent_bytes 2)
 export DTRAIN DTRAIN_CHECKPOINT_DIR=""  # no checkpoint folder under the submit folder

@@ -58,9 +58,9 @@ reference() {
     # shellcheck disable=SC2086  # the layout's words
     bounded 300 mpirun -np "${layout_ranks[$l]}" --oversubscribe --bind-to none "$DTRAIN" train --job "$job" \
       "${common[@]}" ${layout_args[$l]} --max-steps "${layout_steps[$l]}" --runs-dir "$dir/runs" --checkpoint-dir "$dir/ckpt" --resume auto \
-      >"$dir.out" 2>&1 || { cat "$dir.out" >&2; fail "the uninterrupted $l run failed"; }
+      >"$dir.out" 2>&1 || fail_log "$dir.out" "the uninterrupted $l run failed"
     grep -qF "dtrain: finished ${layout_steps[$l]} steps" "$dir.out" ||
-      { cat "$dir.out" >&2; fail "reference $l: no 'finished ${layout_steps[$l]} steps'"; }
+      fail_log "$dir.out" "reference $l: no 'finished ${layout_steps[$l]} steps'"
     [ -s "$p" ] || fail "reference $l: no $p"
   fi
   echo "$p"
@@ -91,10 +91,10 @@ requeue_case() {
   at=""
   while [ "$SECONDS" -lt "$deadline" ]; do
     st=$(job_field "$id" JobState)
-    case "$st" in PENDING|CONFIGURING|RUNNING) ;; *) cat "$out" >&2; fail "$name: job $id ended ($st) before it was signalled";; esac
+    case "$st" in PENDING|CONFIGURING|RUNNING) ;; *) fail_log "$out" "$name: job $id ended ($st) before it was signalled";; esac
     at=$(grep -oE '\(run step [0-9]+/' "$out" 2>/dev/null | tail -1 | grep -oE '[0-9]+' || true)
     grep -qF "dtrain: finished" "$out" 2>/dev/null &&
-      { cat "$out" >&2; fail "$name: the run finished before it was signalled (the machine is faster than this test assumed: more steps)"; }
+      fail_log "$out" "$name: the run finished before it was signalled (the machine is faster than this test assumed: more steps)"
     [ -n "$at" ] && [ "$at" -ge "$signal_at" ] && break
     sleep 0.2
   done
@@ -120,12 +120,12 @@ requeue_case() {
     if [ "${restarts:-0}" -ge 1 ]; then
       # COMPLETING: the first start's batch step still ends (the ranks have left).
       case "$st" in PENDING|COMPLETING|REQUEUED) ;;
-        *) cat "$out" >&2; fail "$name: job $id requeued but $st at the first look, not waiting in the queue";; esac
+        *) fail_log "$out" "$name: job $id requeued but $st at the first look, not waiting in the queue";; esac
       latest=$(cat "$ckdir/latest" 2>/dev/null) || { ls -la "$ckdir" >&2 || true; fail "$name: no $ckdir/latest after the requeue"; }
       break
     fi
     case "$st" in PENDING|CONFIGURING|RUNNING|COMPLETING|REQUEUED) sleep 0.3 ;;
-      *) cat "$out" >&2; fail "$name: job $id ended ($st $(job_field "$id" ExitCode)) without being requeued";; esac
+      *) fail_log "$out" "$name: job $id ended ($st $(job_field "$id" ExitCode)) without being requeued";; esac
   done
   [ -n "$latest" ] || fail "$name: job $id not requeued by the deadline"
   echo "$name: requeued (state $st), $ckdir/latest = $latest"
@@ -133,18 +133,18 @@ requeue_case() {
   st=$(wait_job "$id")
   restarts=$(job_field "$id" Restarts)
   [ -n "$restarts" ] || fail "$name: job $id vanished from the controller"
-  [ "$st" = "COMPLETED 0:0" ] || { cat "$out" >&2; fail "$name: job $id ended $st, wanted COMPLETED 0:0"; }
-  [ "$restarts" = 1 ] || { cat "$out" >&2; fail "$name: job $id restarted $restarts times, wanted 1"; }
+  [ "$st" = "COMPLETED 0:0" ] || fail_log "$out" "$name: job $id ended $st, wanted COMPLETED 0:0"
+  [ "$restarts" = 1 ] || fail_log "$out" "$name: job $id restarted $restarts times, wanted 1"
 
   # The log: two starts, the signals, one checkpoint, the requeue, the resume.
   local first second
   first=$(log_part "$out" 1) second=$(log_part "$out" 2)
   n=$(grep -cE "^=== dtrain job $id \(" "$out" || true)
-  [ "$n" = 2 ] || { cat "$out" >&2; fail "$name: $n starts in the log, wanted 2"; }
+  [ "$n" = 2 ] || fail_log "$out" "$name: $n starts in the log, wanted 2"
   grep -qE "^=== dtrain job $id .*, restart 0$" <<<"$first" && grep -qE "^=== dtrain job $id .*, restart 1$" <<<"$second" ||
-    { cat "$out" >&2; fail "$name: the starts are not restart 0 and restart 1"; }
+    fail_log "$out" "$name: the starts are not restart 0 and restart 1"
   grep -qF "checkpoints: $ckdir;" <<<"$first" && grep -qF "checkpoints: $ckdir;" <<<"$second" ||
-    { cat "$out" >&2; fail "$name: the starts do not both use $ckdir"; }
+    fail_log "$out" "$name: the starts do not both use $ckdir"
   n=$(grep -c '^train.sbatch: received SIG' <<<"$first" || true)
   local want=0
   for s in "$@"; do [ "${s#*:}" = batch ] && want=$((want + 1)); done
@@ -152,24 +152,24 @@ requeue_case() {
   # (the finish path ignores them): at least one, at most all; still one
   # stop request and one checkpoint below.
   if [ "$want" = 0 ]; then ok=$([ "$n" = 0 ] && echo y); else ok=$([ "$n" -ge 1 ] && [ "$n" -le "$want" ] && echo y); fi
-  [ "$ok" = y ] || { cat "$out" >&2; fail "$name: the script received $n signals, wanted ${want/#0/0}$([ "$want" -gt 1 ] && echo " (at least 1)")"; }
+  [ "$ok" = y ] || fail_log "$out" "$name: the script received $n signals, wanted ${want/#0/0}$([ "$want" -gt 1 ] && echo " (at least 1)")"
   n=$(grep -c 'dtrain: stop requested (' <<<"$first" || true)
-  [ "$n" = 1 ] || { cat "$out" >&2; fail "$name: $n stop requests in the first start, wanted 1"; }
+  [ "$n" = 1 ] || fail_log "$out" "$name: $n stop requests in the first start, wanted 1"
   line=$(grep -E 'dtrain: checkpointed after [0-9]+ steps on a stop request' <<<"$first") ||
-    { cat "$out" >&2; fail "$name: the first start did not checkpoint on the signal"; }
+    fail_log "$out" "$name: the first start did not checkpoint on the signal"
   local ck_step; ck_step=$(grep -oE 'after [0-9]+ steps' <<<"$line" | grep -oE '[0-9]+')
   [ "$ck_step" -gt "$at" ] && [ "$ck_step" -lt "$steps" ] ||
     fail "$name: checkpointed at step $ck_step, not after the signal (step $at) and before the end ($steps)"
   [ "$latest" = "ckpt-$(printf %010d "$ck_step").h5" ] ||
     fail "$name: the folder's latest is '$latest', not the checkpoint of step $ck_step"
   grep -qF "exit 75" <<<"$first" && grep -qF "requeueing it (restart 1)" <<<"$first" ||
-    { cat "$out" >&2; fail "$name: the first start did not requeue on exit 75"; }
-  ! grep -qF "dtrain: finished" <<<"$first" || { cat "$out" >&2; fail "$name: the first start finished the run"; }
+    fail_log "$out" "$name: the first start did not requeue on exit 75"
+  ! grep -qF "dtrain: finished" <<<"$first" || fail_log "$out" "$name: the first start finished the run"
   grep -qF "dtrain: resuming from $ckdir/$latest: $ck_step steps done" <<<"$second" ||
-    { cat "$out" >&2; fail "$name: the second start does not say it resumes from $ckdir/$latest ($ck_step steps)"; }
+    fail_log "$out" "$name: the second start does not say it resumes from $ckdir/$latest ($ck_step steps)"
   grep -qF "dtrain: finished $steps steps" <<<"$second" && grep -qF "the run completed (exit 0)" <<<"$second" ||
-    { cat "$out" >&2; fail "$name: the second start did not finish the run"; }
-  ! grep -qE 'received SIG|requeueing' <<<"$second" || { cat "$out" >&2; fail "$name: the second start was signalled or requeued"; }
+    fail_log "$out" "$name: the second start did not finish the run"
+  ! grep -qE 'received SIG|requeueing' <<<"$second" || fail_log "$out" "$name: the second start was signalled or requeued"
 
   # One metrics file for both starts (--metrics-append): the first start's
   # run record says "checkpointed", the second's "done", steps from both.
