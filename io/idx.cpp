@@ -158,12 +158,22 @@ std::string ConvertSummary::describe() const {
 ConvertSummary convert_fashion_mnist(const std::string& src_dir, const std::string& out_dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  if (!fs::is_directory(src_dir, ec))
-    DT_USAGE(src_dir, ": no such directory (Fashion-MNIST source). It must hold train-images-idx3-ubyte.gz, "
-             "train-labels-idx1-ubyte.gz, t10k-images-idx3-ubyte.gz and t10k-labels-idx1-ubyte.gz: Debian's "
-             "dataset-fashion-mnist package puts them in /usr/share/datasets/fashion-mnist, elsewhere download them "
-             "from https://github.com/zalandoresearch/fashion-mnist (data/fashion) and give the folder with --src DIR "
-             "or DTRAIN_FASHION_DIR");
+  constexpr const char* kFiles[] = {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
+                                    "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"};
+  constexpr const char* kAdvice =
+      "It must hold train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz, t10k-images-idx3-ubyte.gz and "
+      "t10k-labels-idx1-ubyte.gz: Debian's dataset-fashion-mnist package puts them in "
+      "/usr/share/datasets/fashion-mnist, elsewhere download them from "
+      "https://github.com/zalandoresearch/fashion-mnist (data/fashion) and give the folder with --src DIR or "
+      "DTRAIN_FASHION_DIR";
+  if (!fs::is_directory(src_dir, ec)) DT_USAGE(src_dir, ": no such directory (Fashion-MNIST source). ", kAdvice);
+  // All four checked before anything is written: a folder with only the
+  // training files must not leave a converted training split behind.
+  std::string missing;
+  for (const char* f : kFiles)
+    if (!fs::is_regular_file(fs::path(src_dir) / f, ec)) missing += (missing.empty() ? "" : ", ") + std::string(f);
+  if (!missing.empty())
+    DT_USAGE(src_dir, ": no ", missing, " in this Fashion-MNIST source folder (nothing written). ", kAdvice);
   fs::create_directories(out_dir, ec);
   if (ec) DT_USAGE(out_dir, ": cannot create directory: ", ec.message());
 

@@ -135,6 +135,15 @@ TEST_CASE("convert_fashion_mnist rejects inconsistent inputs", "[io]") {
     CHECK_THAT(msg, Contains("train-labels-idx1-ubyte.gz") && Contains("label 10 at index 10"));
     CHECK_FALSE(std::filesystem::exists(out.file("fashion-mnist-train.h5")));
   }
+  SECTION("a source folder without the test files: named, nothing written") {
+    std::filesystem::remove(src.file("t10k-images-idx3-ubyte.gz"));
+    std::filesystem::remove(src.file("t10k-labels-idx1-ubyte.gz"));
+    std::string msg = usage_error_message(
+        [&] { dtrain::io::convert_fashion_mnist(src.path().string(), out.path().string()); });
+    CHECK_THAT(msg, Contains("no t10k-images-idx3-ubyte.gz, t10k-labels-idx1-ubyte.gz") &&
+                        Contains("dataset-fashion-mnist") && Contains("--src DIR"));
+    CHECK_FALSE(std::filesystem::exists(out.file("fashion-mnist-train.h5")));
+  }
   SECTION("a missing source folder") {
     CHECK_THAT(usage_error_message([&] {
                  dtrain::io::convert_fashion_mnist(src.file("absent"), out.path().string());
