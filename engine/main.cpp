@@ -90,8 +90,9 @@ int rank_running_another_command(const std::string& mine, int world, std::string
 }
 
 // Rank 0, once every rank is through MPI_Init and the first collective:
-// creates `path` (DTRAIN_STARTED_FILE; written to PATH.tmp, then renamed). From then on no rank is inside MPI_Init, so a step that dies
-// later did not die of a start-up race; slurm/train.sbatch relaunches a step
+// creates `path` (DTRAIN_STARTED_FILE; written to PATH.tmp, then renamed).
+// From then on no rank is inside MPI_Init, so a step that dies later did not
+// die of a start-up race; slurm/train.sbatch relaunches a step
 // that died before the file existed (slurm/README.md "Start-up crashes").
 // Returns false, with a message, when the file cannot be written: the job
 // must then end, since a later crash would be taken for a start-up one and

@@ -158,6 +158,7 @@ std::string ConvertSummary::describe() const {
 ConvertSummary convert_fashion_mnist(const std::string& src_dir, const std::string& out_dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
+  // Training images, labels, then test images, labels (the advice names them too).
   constexpr const char* kFiles[] = {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
                                     "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"};
   constexpr const char* kAdvice =
@@ -182,10 +183,8 @@ ConvertSummary convert_fashion_mnist(const std::string& src_dir, const std::stri
   s.train_path = (out / "fashion-mnist-train.h5").string();
   s.test_path = (out / "fashion-mnist-test.h5").string();
   int64_t h = 0, w = 0, h2 = 0, w2 = 0;
-  write_split((src / "train-images-idx3-ubyte.gz").string(),
-              (src / "train-labels-idx1-ubyte.gz").string(), s.train_path, s.n_train, h, w);
-  write_split((src / "t10k-images-idx3-ubyte.gz").string(),
-              (src / "t10k-labels-idx1-ubyte.gz").string(), s.test_path, s.n_test, h2, w2);
+  write_split((src / kFiles[0]).string(), (src / kFiles[1]).string(), s.train_path, s.n_train, h, w);
+  write_split((src / kFiles[2]).string(), (src / kFiles[3]).string(), s.test_path, s.n_test, h2, w2);
   if (h != h2 || w != w2)
     DT_USAGE(src_dir, ": train images are ", h, "x", w, " but test images are ", h2, "x", w2);
   s.height = h;

@@ -211,9 +211,8 @@ fid=$(submit_fake first it-start-first 2 "${tiny[@]}") || fail "sbatch refused t
 aid=$(submit_fake always it-start-always 1 "${tiny[@]}") || fail "sbatch refused the repeated start-up crash job"
 eid=$(submit_fake exit it-start-exit 2 "${tiny[@]}") || fail "sbatch refused the plain-failure job"
 # 100 steps of 100 ms (the compute stand-in, which takes no test set): still
-# training when rank 0 is killed. (Its options are checked by the job that
-# runs: stop 39's version gave --max-steps twice, dtrain refused it right after
-# the start mark, and whether the kill came first was a race.)
+# training when rank 0 is killed; the check wants training lines, so a job
+# whose options dtrain refuses (right after the start mark) cannot pass.
 lid=$(submit_fake after it-start-after 2 --train-data "$D/fashion-mnist-train.h5" --test-data "" "${nosave[@]}" \
         --max-steps 100 --compute-stand-in-ms 100 --log-interval 1 --threads 1) ||
   fail "sbatch refused the crash-after-start job"
