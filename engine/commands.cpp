@@ -96,9 +96,10 @@ int cmd_data(const std::vector<std::string>& args) {
       "dtrain data imagefolder --root DIR --out FILE --store raw|jpeg --size S [--labels FILE]\n"
       "    [--class-table TRAIN.h5] [--quality Q] [--threads T] [--checkpoint-every N]\n"
       "  (docs/data-formats.md; an interrupted imagefolder run continues when the same command is run again)");
-  desc.add_options()("help,h", "this help")("what", po::value(&what), "dataset: fashion-mnist | synth")(
-      "out", po::value(&out), "output folder (fashion-mnist, default $DTRAIN_DATA_DIR or data) or file (synth)")(
-      "src", po::value(&src)->default_value(settings::fashion_dir()), "folder with the gzipped IDX files")(
+  desc.add_options()("help,h", "this help")("what", po::value(&what), "dataset: fashion-mnist | synth | imagefolder")(
+      "out", po::value(&out), "output folder (fashion-mnist, default $DTRAIN_DATA_DIR or data) or file (synth, imagefolder)")(
+      "src", po::value(&src)->default_value(settings::fashion_dir()), "fashion-mnist: folder with the four gzipped IDX files (default $DTRAIN_FASHION_DIR, else "
+      "/usr/share/datasets/fashion-mnist; shown: this shell's value)")(
       "shape", po::value(&shape)->default_value("224x224x3"), "synth: image shape H x W x C")(
       "n", po::value(&n), "synth: number of samples")(
       "classes", po::value(&classes)->default_value(1000), "synth: number of classes")(

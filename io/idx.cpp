@@ -107,24 +107,33 @@ std::vector<uint8_t> read_payload(GzFile& f, const std::string& path, int64_t by
   return data;
 }
 
-void write_split(const std::string& images_path, const std::string& labels_path,
-                 const std::string& out_path, int64_t& n, int64_t& h, int64_t& w) {
-  IdxImages img = read_idx_images(images_path);
+// One split, read and checked whole (images and labels agree, labels in range)
+// before anything is written.
+struct Split {
+  IdxImages img;
+  std::vector<int32_t> labels;
+};
+
+Split read_split(const std::string& images_path, const std::string& labels_path) {
+  Split s;
+  s.img = read_idx_images(images_path);
   std::vector<uint8_t> raw = read_idx_labels(labels_path);
-  if (int64_t(raw.size()) != img.n)
-    DT_USAGE(images_path, " holds ", img.n, " images but ", labels_path, " holds ", raw.size(),
+  if (int64_t(raw.size()) != s.img.n)
+    DT_USAGE(images_path, " holds ", s.img.n, " images but ", labels_path, " holds ", raw.size(),
              " labels");
-  std::vector<int32_t> labels(raw.size());
+  s.labels.resize(raw.size());
   for (size_t i = 0; i < raw.size(); ++i) {
     if (raw[i] >= kFashionClasses)
       DT_USAGE(labels_path, ": label ", int(raw[i]), " at index ", i, " is outside [0, ",
                kFashionClasses, ")");
-    labels[i] = raw[i];
+    s.labels[i] = raw[i];
   }
-  write_dataset(out_path, img.pixels, img.n, img.rows, img.cols, 1, labels, kFashionClasses);
-  n = img.n;
-  h = img.rows;
-  w = img.cols;
+  return s;
+}
+
+void write_split(const Split& s, const std::string& out_path) {
+  write_dataset(out_path, s.img.pixels, s.img.n, s.img.rows, s.img.cols, 1, s.labels,
+                kFashionClasses);
 }
 
 }  // namespace
@@ -175,18 +184,25 @@ ConvertSummary convert_fashion_mnist(const std::string& src_dir, const std::stri
     if (!fs::is_regular_file(fs::path(src_dir) / f, ec)) missing += (missing.empty() ? "" : ", ") + std::string(f);
   if (!missing.empty())
     DT_USAGE(src_dir, ": no ", missing, " in this Fashion-MNIST source folder (nothing written). ", kAdvice);
+  // Both splits read and checked before the folder or either file is made: a bad
+  // test split must not leave a converted training split behind either.
+  const fs::path src(src_dir), out(out_dir);
+  const Split train = read_split((src / kFiles[0]).string(), (src / kFiles[1]).string());
+  const Split test = read_split((src / kFiles[2]).string(), (src / kFiles[3]).string());
+  const int64_t h = train.img.rows, w = train.img.cols;
+  if (h != test.img.rows || w != test.img.cols)
+    DT_USAGE(src_dir, ": train images are ", h, "x", w, " but test images are ", test.img.rows,
+             "x", test.img.cols, " (nothing written)");
   fs::create_directories(out_dir, ec);
   if (ec) DT_USAGE(out_dir, ": cannot create directory: ", ec.message());
 
-  const fs::path src(src_dir), out(out_dir);
   ConvertSummary s;
   s.train_path = (out / "fashion-mnist-train.h5").string();
   s.test_path = (out / "fashion-mnist-test.h5").string();
-  int64_t h = 0, w = 0, h2 = 0, w2 = 0;
-  write_split((src / kFiles[0]).string(), (src / kFiles[1]).string(), s.train_path, s.n_train, h, w);
-  write_split((src / kFiles[2]).string(), (src / kFiles[3]).string(), s.test_path, s.n_test, h2, w2);
-  if (h != h2 || w != w2)
-    DT_USAGE(src_dir, ": train images are ", h, "x", w, " but test images are ", h2, "x", w2);
+  write_split(train, s.train_path);
+  write_split(test, s.test_path);
+  s.n_train = train.img.n;
+  s.n_test = test.img.n;
   s.height = h;
   s.width = w;
   s.channels = 1;

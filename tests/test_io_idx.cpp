@@ -126,7 +126,18 @@ TEST_CASE("convert_fashion_mnist rejects inconsistent inputs", "[io]") {
         [&] { dtrain::io::convert_fashion_mnist(src.path().string(), out.path().string()); });
     CHECK_THAT(msg, Contains("t10k-images-idx3-ubyte.gz") && Contains("t10k-labels-idx1-ubyte.gz") &&
                         Contains("12 images") && Contains("11 labels"));
+    // Nothing written: the test split is checked before the training split is.
     CHECK_FALSE(std::filesystem::exists(out.file("fashion-mnist-test.h5")));
+    CHECK_FALSE(std::filesystem::exists(out.file("fashion-mnist-train.h5")));
+  }
+  SECTION("test images of another size: nothing written") {
+    write_idx(src.file("t10k-images-idx3-ubyte.gz"), 0x803, {12, 5, 3}, 12 * 15);
+    const std::string dest = out.file("made-only-on-success");
+    std::string msg = usage_error_message(
+        [&] { dtrain::io::convert_fashion_mnist(src.path().string(), dest); });
+    CHECK_THAT(msg, Contains("train images are 4x3 but test images are 5x3") &&
+                        Contains("nothing written"));
+    CHECK_FALSE(std::filesystem::exists(dest));
   }
   SECTION("a label >= 10") {
     write_idx(src.file("train-labels-idx1-ubyte.gz"), 0x801, {25}, 25, 11);

@@ -110,6 +110,12 @@ help=$("$DTRAIN" train --help)
 grep -q -- "--lr arg (=0.01)" <<<"$help" || fail "lr default not shortest: $(grep -- --lr <<<"$help")"
 grep -q -- "--augment-flip arg (=false)" <<<"$help" || fail "boolean default not true/false: $(grep -- --augment-flip <<<"$help")"
 echo "ok: --help numbers and booleans"
+# dtrain data's help names where --src's default comes from, and shows this shell's value.
+help=$(DTRAIN_FASHION_DIR=/srv/fmnist "$DTRAIN" data --help)
+grep -q -- "--src arg (=/srv/fmnist)" <<<"$help" || fail "data --help: --src default not \$DTRAIN_FASHION_DIR's value: $(grep -- --src <<<"$help")"
+grep -q -- 'DTRAIN_FASHION_DIR' <<<"$help" || fail "data --help does not name DTRAIN_FASHION_DIR"
+grep -q -- 'fashion-mnist | synth | imagefolder' <<<"$help" || fail "data --help: --what does not list imagefolder"
+echo "ok: data --help names DTRAIN_FASHION_DIR and the three datasets"
 
 # 6. Default thread counts follow the CPUs the rank may run on: a rank started on one
 #    CPU (taskset, or mpirun's core binding) computes on one thread, not on the host's count.
