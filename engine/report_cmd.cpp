@@ -6,6 +6,7 @@
 #include <boost/program_options.hpp>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -297,9 +298,25 @@ void print_table_header() {
               "S", "T_C ms", "T_O ms", "step ms", "S", "err %", "bg");
 }
 
+// The row's name: the file as typed, or, when the path goes through a symbolic
+// link (a run folder's `latest`), where the link leads (relative to the working
+// folder when below it), so two rows never both read `…/latest/metrics.jsonl`.
+std::string row_name(const std::string& typed) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path abs = fs::absolute(typed, ec).lexically_normal();
+  if (ec) return typed;
+  const fs::path real = fs::weakly_canonical(abs, ec);
+  if (ec || real == abs) return typed;
+  const fs::path rel = real.lexically_relative(fs::current_path(ec));
+  if (!ec && !rel.empty() && *rel.begin() != "..") return rel.string();
+  return real.string();
+}
+
 void print_table_row(const Group& g, const Measured& m) {
-  const std::string& file = g.files.front();
-  std::string name = file.size() > 28 ? "…" + file.substr(file.size() - 26) : file;
+  const std::string file = row_name(g.files.front());
+  // "…" is one column in 3 bytes: 27 more keep the name 28 columns wide as %-28s pads shorter ones.
+  std::string name = file.size() > 28 ? "…" + file.substr(file.size() - 27) : file;
   std::printf("%-28s %2d %-8s %-9s %2d %2d %2d %4d %3d %-5s | %8.2f %8.2f %6.3f %8.2f %5.2f | %8.2f %8.2f %8.2f %5.2f | %+6.1f %5.2f\n",
               name.c_str(), g.n, g.model.c_str(), comm::mode_name(g.mode), g.shape.workers, g.shape.servers,
               g.shape.ranks_per_node, g.x, g.shape.threads, g.shape.sleeping_waits ? "sleep" : "spin", 1e3 * m.t_c,

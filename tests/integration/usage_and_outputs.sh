@@ -85,6 +85,11 @@ grep -qE "^epoch 1/1 step [0-9]+/[0-9]+ .* elapsed [0-9]+s ETA [0-9]+s$" second.
 [ "$(json_field runs/fashion_lenet/2/metrics.jsonl epoch epoch)" = 1 ] || fail "metrics epoch is not 1"
 grep -q "^epoch 1 done" second.log || fail "stdout epoch is not 1"
 echo "ok: run folders 1 and 2, run 1 byte-identical, latest → 2"
+# dtrain report names a row given through `latest` by where the link leads.
+out=$("$DTRAIN" report --metrics runs/fashion_lenet/latest/metrics.jsonl --train-data "$D/fashion-mnist-train.h5" --profile-steps 2) ||
+  fail "report of latest: $out"
+grep -qE "^…[a-z]*_lenet/2/metrics.jsonl +1 +lenet5 " <<<"$out" || fail "report's row is not named by run 2: $out"
+echo "ok: report names the run behind latest"
 
 # 4. An explicit output that exists is refused (exit 2 naming it) unless --overwrite true.
 one=(--job "$J" "${data[@]}" --max-steps 3 --log-interval 1 --threads 1)
