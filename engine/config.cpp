@@ -26,12 +26,9 @@ namespace {
 std::vector<float> parse_floats(const std::string& key, const std::string& s) {
   std::vector<float> v;
   if (s.empty()) return v;
-  std::stringstream ss(s + ",");  // a last empty item ("0.5,") is one too
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    // Spaces around an item are allowed ("0.5, 0.4" in a job file).
-    item.erase(0, item.find_first_not_of(" \t"));
-    item.erase(item.find_last_not_of(" \t") + 1);
+  // Spaces around an item are allowed ("0.5, 0.4" in a job file); a last empty
+  // item ("0.5,") is one too.
+  for (const std::string& item : list_items(s)) {
     if (item.empty()) DT_USAGE("option '", key, "': '", visible(s), "' has an empty item: give comma-separated numbers");
     const std::string why = float_problem(item);
     if (why.starts_with("which is not"))
@@ -53,17 +50,12 @@ void parse_range(const char* key, const std::string& s, double* lo, double* hi) 
     *v = std::strtod(t.c_str(), nullptr);
     return true;
   };
-  auto trim = [](std::string t) {
-    t.erase(0, t.find_first_not_of(" \t"));  // "0.08, 1" or "3 / 4" in a job file
-    t.erase(t.find_last_not_of(" \t") + 1);
-    return t;
-  };
   auto number = [&](const std::string& text, double* v) {
-    const std::string t = trim(text);
+    const std::string t = trim_blanks(text);  // "0.08, 1" or "3 / 4" in a job file
     const size_t slash = t.find('/');
     if (slash == std::string::npos) return decimal(t, v);
     double p = 0, q = 0;
-    if (!decimal(trim(t.substr(0, slash)), &p) || !decimal(trim(t.substr(slash + 1)), &q)) return false;
+    if (!decimal(trim_blanks(t.substr(0, slash)), &p) || !decimal(trim_blanks(t.substr(slash + 1)), &q)) return false;
     // Both keys (rrc-scale, rrc-ratio) are positive: 3/0 was "not a range",
     // -3/-4 was taken as 0.75.
     if (!(p > 0 && q > 0))

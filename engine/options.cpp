@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstdint>
 #include <limits>
+#include <sstream>
 
 #include "core/error.hpp"
 
@@ -189,6 +190,20 @@ std::string visible(const std::string& v) {
     }
   }
   return out;
+}
+
+std::string trim_blanks(std::string t) {
+  t.erase(0, t.find_first_not_of(" \t"));
+  t.erase(t.find_last_not_of(" \t") + 1);
+  return t;
+}
+
+std::vector<std::string> list_items(const std::string& s) {
+  std::vector<std::string> items;
+  std::stringstream ss(s + ",");  // so a last empty item is one too
+  std::string item;
+  while (std::getline(ss, item, ',')) items.push_back(trim_blanks(item));
+  return items;
 }
 
 std::string float_problem(const std::string& text) { return floating_problem<float>(text); }

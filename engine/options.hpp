@@ -56,6 +56,14 @@ std::string float_problem(const std::string& text);
 std::string double_problem(const std::string& text);
 std::string int_problem(const std::string& text);
 
+// `t` without the spaces and tabs around it ("0.08, 1" or "3 / 4" in a job file).
+std::string trim_blanks(std::string t);
+
+// The items of a comma-separated list, each trimmed (trim_blanks); an empty
+// item, also a last one ("16,32," or "0.5,,1"), is kept as "" for the caller to
+// refuse. "" has one empty item.
+std::vector<std::string> list_items(const std::string& s);
+
 // `v` with its invisible bytes spelled out as \xNN ("0.05\x0c", "1\xc2\xa0"):
 // a form feed or a no-break space pasted after a value made "got '0.05'" look
 // valid. For messages that quote what was typed.

@@ -36,12 +36,9 @@ namespace {
 // twice). Items are quoted with their invisible bytes as \xNN.
 std::vector<int> parse_ints(const std::string& key, const std::string& s, int most) {
   std::vector<int> v;
-  if (s.find_first_not_of(" \t") == std::string::npos) DT_USAGE("dtrain tune: option '", key, "' is empty");
-  std::stringstream is(s + ",");  // a last empty item ("16,32,") is one too
-  std::string item;
-  while (std::getline(is, item, ',')) {
-    item.erase(0, item.find_first_not_of(" \t"));  // "16, 32" in a job file or quoted
-    item.erase(item.find_last_not_of(" \t") + 1);
+  if (trim_blanks(s).empty()) DT_USAGE("dtrain tune: option '", key, "' is empty");
+  // "16, 32" in a job file or quoted; a last empty item ("16,32,") is one too.
+  for (const std::string& item : list_items(s)) {
     if (item.empty())
       DT_USAGE("dtrain tune: option '", key, "': '", visible(s), "' has an empty item: give comma-separated integers");
     std::string why = int_problem(item);

@@ -7,6 +7,7 @@
 
 #include "core/error.hpp"
 #include "engine/config.hpp"
+#include "engine/options.hpp"
 #include "engine/train_job.hpp"
 #include "tests/config_test_util.hpp"
 
@@ -191,6 +192,19 @@ TEST_CASE("nearest_option: transpositions count one edit, distant names get noth
   CHECK(dtrain::engine::nearest_option("epoch", d) == "epochs");
   CHECK(dtrain::engine::nearest_option("--eval-minibtch=3", d) == "eval-minibatch");
   CHECK(dtrain::engine::nearest_option("--zzzzzzzz", d).empty());
+}
+
+TEST_CASE("list_items: trimmed items, empty ones kept for the caller to refuse", "[config]") {
+  using dtrain::engine::list_items;
+  using V = std::vector<std::string>;
+  CHECK(list_items("0.5, 0.4") == V{"0.5", "0.4"});
+  CHECK(list_items(" 16 ,\t32\t") == V{"16", "32"});
+  CHECK(list_items("16,32,") == V{"16", "32", ""});
+  CHECK(list_items("0.5,,1") == V{"0.5", "", "1"});
+  CHECK(list_items("") == V{""});
+  CHECK(list_items("1\f") == V{"1\f"});  // only spaces and tabs: a form feed stays to be shown as \x0c
+  CHECK(dtrain::engine::trim_blanks(" \t3 / 4\t ") == "3 / 4");
+  CHECK(dtrain::engine::trim_blanks(" \t ").empty());
 }
 
 TEST_CASE("outputs default to the run folder, help shows readable defaults", "[config]") {
