@@ -405,6 +405,13 @@ bool parse_train_args(const std::vector<std::string>& args, TrainConfig& cfg) {
           DT_USAGE("job file '", path, "': line ", no, ": '", visible(line),
                    "' is a section header; job files have no sections: give every key as key = value, "
                    "without the header");
+        // What Boost calls "an invalid line" (no '='), with its number and
+        // its invisible bytes shown ('\f[x]' printed a raw form feed).
+        if (!line.empty() && line.find('=') == std::string::npos)
+          DT_USAGE("job file '", path, "': line ", no, ": '", visible(line),
+                   "' is not key = value (a comment starts with #)");
+        if (line.starts_with('='))  // Boost said only "unrecognised option" (with an empty name)
+          DT_USAGE("job file '", path, "': line ", no, ": '", visible(line), "' has no key before '='");
       }
     }
     std::istringstream in(body);

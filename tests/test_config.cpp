@@ -388,6 +388,18 @@ TEST_CASE("a section header in a job file is refused as one with its line", "[co
   for (const auto& f : {job, crlf, key, open}) std::filesystem::remove(f);
 }
 
+TEST_CASE("a job file line that is not key = value is refused with its number, shown visibly", "[config]") {
+  // Boost said "the options configuration file contains an invalid line '<raw form feed>[x]'", no line.
+  const std::string ff = write_job("formfeed.ini", "model = lenet5\n\f[x]\nlr = 0.1\n");
+  CHECK(usage_message({"--job", ff}) == "job file '" + ff + "': line 2: '\\x0c[x]' is not key = value (a comment starts with #)");
+  const std::string noeq = write_job("noeq.ini", "model = lenet5\n\n  lr 0.1  # the rate\n");
+  CHECK_THAT(usage_message({"--job", noeq}), Catch::StartsWith("job file '" + noeq + "': line 3: 'lr 0.1' is not key = value"));
+  // Boost said "unrecognised option" with an empty name.
+  const std::string nokey = write_job("nokey.ini", "model = lenet5\n = 16\n");
+  CHECK(usage_message({"--job", nokey}) == "job file '" + nokey + "': line 2: '= 16' has no key before '='");
+  for (const auto& f : {ff, noeq, nokey}) std::filesystem::remove(f);
+}
+
 TEST_CASE("a job file with old Mac line endings is refused naming the line", "[config]") {
   // One line to Boost: lr's value ran on over the rest, the other keys were lost.
   const std::string job = write_job("mac.ini", "model = lenet5\rtrain-data = a.h5\rlr = 0.1\r");
