@@ -53,7 +53,12 @@ int cmd_train(const std::vector<std::string>& args) {
     return kExitOk;
   }
   const RunClock clock = start_run_clock();
-  TrainResult r = train(cfg);
+  TrainResult r;
+  try {
+    r = train(cfg);
+  } catch (const UsageError& e) {  // the set-up's checks (data files, model, channels) name where KEY was written
+    throw UsageError(with_origin(cfg, e.what()));
+  }
   TrainConfig written = cfg;
   written.metrics = r.metrics_path;  // the file train() wrote (rank 0), "" = none
   append_run_record(written, r, clock, MPI_COMM_WORLD);  // for dtrain report

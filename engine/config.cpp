@@ -358,7 +358,8 @@ bool parse_train_args(const std::vector<std::string>& args, TrainConfig& cfg) {
   po::variables_map vm;
   // Per key given: where its winning value was written ("command line: " or
   // "job file 'PATH': "), the prefix of validate()'s message about it.
-  std::map<std::string, std::string> origin;
+  std::map<std::string, std::string>& origin = cfg.origin;
+  origin.clear();
   try {
     const po::parsed_options parsed = po::command_line_parser(args).options(o.desc).style(option_style()).run();
     refuse_option_like_values(parsed, "command line: ");
@@ -448,14 +449,16 @@ bool parse_train_args(const std::vector<std::string>& args, TrainConfig& cfg) {
     cfg.lr_milestones = parse_floats("lr-milestones", o.lr_milestones);
     validate(cfg, o);
   } catch (const UsageError& e) {
-    const std::string m = e.what();
-    const std::string lead = "option '";
-    const size_t end = m.starts_with(lead) ? m.find('\'', lead.size()) : std::string::npos;
-    const auto at = end == std::string::npos ? origin.end() : origin.find(m.substr(lead.size(), end - lead.size()));
-    if (at == origin.end()) throw;
-    throw UsageError(at->second + m);
+    throw UsageError(with_origin(cfg, e.what()));
   }
   return true;
+}
+
+std::string with_origin(const TrainConfig& cfg, const std::string& m) {
+  const std::string lead = "option '";
+  const size_t end = m.starts_with(lead) ? m.find('\'', lead.size()) : std::string::npos;
+  const auto at = end == std::string::npos ? cfg.origin.end() : cfg.origin.find(m.substr(lead.size(), end - lead.size()));
+  return at == cfg.origin.end() ? m : at->second + m;
 }
 
 }  // namespace dtrain::engine

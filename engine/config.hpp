@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -130,15 +131,26 @@ struct TrainConfig {
   // (engine/compute_stand_in.hpp). 0 = off. Refused with test-data,
   // checkpoint-dir and resume.
   double compute_stand_in_ms = 0;
+  // Where each key given was written, the prefix of a message about it:
+  // "command line: " or "job file 'PATH': " (the command line wins). Filled by
+  // parse_train_args; with_origin uses it.
+  std::map<std::string, std::string> origin;
 };
+
+// The nearest `dtrain train` option to `name` (itself when it is one; "" when none is close).
+std::string nearest_train_option(const std::string& name);
 
 // argv: the arguments after "train". Throws UsageError (exit 2) on a bad job
 // (an unknown option or key names the nearest valid one, engine/options.hpp).
 // Returns false when --help was asked for (nothing parsed).
-// The nearest `dtrain train` option to `name` (itself when it is one; "" when none is close).
-std::string nearest_train_option(const std::string& name);
-
 bool parse_train_args(const std::vector<std::string>& args, TrainConfig& cfg);
+
+// `message` with where its key was written in front when it begins
+// "option 'KEY': " and KEY was given (cfg.origin): "job file 'j.ini': option
+// 'mean': 3 values for 1 channels". Else `message` unchanged. For the checks
+// after parsing (validate, and those of the training set-up: data files,
+// model, channel counts).
+std::string with_origin(const TrainConfig& cfg, const std::string& message);
 std::string train_help();
 
 }  // namespace dtrain::engine

@@ -55,7 +55,6 @@ void check_fits(const io::Dataset& d, const io::InputTransform& t, int classes, 
     DT_USAGE("option '", key, "': ", d.path(), " has ", d.classes(), " classes but the model outputs ", classes);
 }
 
-// Opens a dataset of either layout; a bad file is a UsageError that also names the option.
 // Files written by `dtrain data imagefolder` name their classes (/class_names):
 // when both do, index k must be the same class in both, or the test accuracy
 // would be silently wrong (a validation set converted without --class-table).
@@ -67,14 +66,6 @@ void check_same_classes(const std::string& train, const std::string& test) {
   DT_USAGE("options 'train-data' and 'test-data': ", train, " and ", test, " number their classes differently (",
            a.size(), " and ", b.size(), " classes; index ", k, " is '", k < a.size() ? a[k] : "(none)", "' in one, '",
            k < b.size() ? b[k] : "(none)", "' in the other). Convert the test set with --class-table ", train);
-}
-
-std::unique_ptr<io::Dataset> open_dataset(const std::string& path, const char* key) {
-  try {
-    return io::open_dataset(path);
-  } catch (const UsageError& e) {
-    DT_USAGE("option '", key, "': ", e.what());
-  }
 }
 
 // The compute backend of a worker. cuda: the GPU of this rank's local rank
@@ -96,20 +87,6 @@ std::unique_ptr<layers::Backend> make_worker_backend(const TrainConfig& cfg, con
 #endif
 }
 
-// The model for the datasets' class count, named option 'model' when unknown.
-layers::Net make_net(const TrainConfig& cfg, int classes) {
-  layers::ModelOptions mo;
-  mo.minibatch = cfg.minibatch;
-  mo.classes = classes;
-  mo.dropout = cfg.dropout;
-  if (mo.classes > 100000)
-    DT_USAGE("option 'train-data': ", cfg.train_data, ": ", mo.classes, " classes is more than this engine supports (100000)");
-  try {
-    return layers::make_model(cfg.model, mo);
-  } catch (const UsageError& e) {
-    DT_USAGE("option 'model': ", e.what());
-  }
-}
 
 // The schedule in steps: epochs of the job converted with `spe` steps per epoch.
 layers::LrSchedule make_schedule(const TrainConfig& cfg, int64_t spe) {
@@ -133,6 +110,35 @@ layers::LrSchedule make_schedule(const TrainConfig& cfg, int64_t spe) {
 }
 
 }  // namespace
+
+std::unique_ptr<io::Dataset> open_job_dataset(const std::string& path, const char* key) {
+  try {
+    return io::open_dataset(path);
+  } catch (const UsageError& e) {
+    DT_USAGE("option '", key, "': ", e.what());
+  }
+}
+
+layers::Net make_job_net(const TrainConfig& cfg, int minibatch, int classes) {
+  layers::ModelOptions mo;
+  mo.minibatch = minibatch;
+  mo.classes = classes;
+  mo.dropout = cfg.dropout;
+  if (mo.classes > 100000)
+    DT_USAGE("option 'train-data': ", cfg.train_data, ": ", mo.classes, " classes is more than this engine supports (100000)");
+  try {
+    return layers::make_model(cfg.model, mo);
+  } catch (const UsageError& e) {
+    DT_USAGE("option 'model': ", e.what());
+  }
+}
+
+void check_normalization(const TrainConfig& cfg, int64_t channels) {
+  if (!cfg.mean.empty() && static_cast<int64_t>(cfg.mean.size()) != channels)
+    DT_USAGE("option 'mean': ", cfg.mean.size(), " values for ", channels, " channels");
+  if (!cfg.std.empty() && static_cast<int64_t>(cfg.std.size()) != channels)
+    DT_USAGE("option 'std': ", cfg.std.size(), " values for ", channels, " channels");
+}
 
 io::InputTransform input_transform(const TrainConfig& cfg, const layers::Shape& in, bool train) {
   io::InputTransform t;
@@ -224,23 +230,20 @@ TrainJob::TrainJob(const TrainConfig& c, MPI_Comm world) : cfg(c), topo(world, t
   // Datasets are validated before any work (DESIGN.md §5): bad files are UsageErrors.
   // Servers open them too: the class count fixes the model's arena.
   check_outputs(cfg);
-  train_set = open_dataset(cfg.train_data, "train-data");
-  if (!cfg.test_data.empty()) test_set = open_dataset(cfg.test_data, "test-data");
+  train_set = open_job_dataset(cfg.train_data, "train-data");
+  if (!cfg.test_data.empty()) test_set = open_job_dataset(cfg.test_data, "test-data");
   if (test_set) check_same_classes(cfg.train_data, cfg.test_data);
   if (test_set && test_set->classes() != train_set->classes() && rank() == 0)
     log::warn("train-data has ", train_set->classes(), " classes but test-data has ", test_set->classes(),
               "; the model gets ", std::max(train_set->classes(), test_set->classes()), " outputs");
 
-  net.emplace(make_net(cfg, std::max(train_set->classes(), test_set ? test_set->classes() : 0)));
+  net.emplace(make_job_net(cfg, cfg.minibatch, std::max(train_set->classes(), test_set ? test_set->classes() : 0)));
   const layers::Shape in = net->input_shape();
   train_transform = input_transform(cfg, in, true);
   eval_transform = input_transform(cfg, in, false);
   check_fits(*train_set, train_transform, classes(), "train-data");
   if (test_set) check_fits(*test_set, eval_transform, classes(), "test-data");
-  if (!cfg.mean.empty() && static_cast<int64_t>(cfg.mean.size()) != in.c())
-    DT_USAGE("option 'mean': ", cfg.mean.size(), " values for ", in.c(), " channels");
-  if (!cfg.std.empty() && static_cast<int64_t>(cfg.std.size()) != in.c())
-    DT_USAGE("option 'std': ", cfg.std.size(), " values for ", in.c(), " channels");
+  check_normalization(cfg, in.c());
 
   // Servers only update the float32 arena: the precision is the workers' business.
   net->finalize(*backend, static_cast<uint64_t>(cfg.seed),

@@ -116,6 +116,17 @@ class TrainJob {
   int classes() const { return static_cast<int>(net->output_shape().c()); }
 };
 
+// The job's checked inputs, for train and tune alike; each throws UsageError
+// (exit 2) whose message begins "option 'KEY': " (with_origin names where KEY
+// was written):
+// a dataset of either layout (raw or jpeg HDF5), a bad file naming `key`;
+std::unique_ptr<io::Dataset> open_job_dataset(const std::string& path, const char* key);
+// the job's model for `minibatch` and the datasets' class count (0: the
+// model's own), an unknown one named as option 'model';
+layers::Net make_job_net(const TrainConfig& cfg, int minibatch, int classes);
+// mean and std, each empty or one value per input channel.
+void check_normalization(const TrainConfig& cfg, int64_t channels);
+
 // What the loader (train) or the evaluator (!train) makes of each image for a
 // net whose one-sample input is `in` ([1, C, H, W]), from cfg's augment keys.
 io::InputTransform input_transform(const TrainConfig& cfg, const layers::Shape& in, bool train);

@@ -221,7 +221,11 @@ int cmd_tune(const std::vector<std::string>& args) {
     std::cout << desc << "\njob options:\n" << train_help();
     return kExitOk;
   }
-  return run_tune(t, cfg, MPI_COMM_WORLD);
+  try {
+    return run_tune(t, cfg, MPI_COMM_WORLD);
+  } catch (const UsageError& e) {  // a job key's check names where the key was written
+    throw UsageError(with_origin(cfg, e.what()));
+  }
 }
 
 }  // namespace dtrain::engine

@@ -191,7 +191,7 @@ ProfiledModel make_profiled_model(const TrainConfig& cfg, int x, int threads) {
   layers::set_cpu_threads(threads);
   std::unique_ptr<layers::Backend> backend = make_compute_backend(cfg, 0, false);
   std::unique_ptr<io::Dataset> data;
-  if (!cfg.train_data.empty()) data = io::open_dataset(cfg.train_data);
+  if (!cfg.train_data.empty()) data = open_job_dataset(cfg.train_data, "train-data");
   layers::ModelOptions mo;
   mo.minibatch = x;
   mo.classes = data ? data->classes() : 0;

@@ -19,6 +19,7 @@
 #include "engine/report.hpp"  // median
 #include "engine/run_folder.hpp"
 #include "engine/exit.hpp"
+#include "engine/train_job.hpp"  // open_job_dataset, make_job_net, check_normalization
 #include "engine/tune_profile.hpp"
 #include "io/dataset.hpp"
 
@@ -348,7 +349,7 @@ int run_tune(const TuneOptions& t, TrainConfig cfg, MPI_Comm world) {
   prof.load_before = load_average_1m();
   int classes = 0;
   if (!cfg.train_data.empty()) {
-    const auto data = io::open_dataset(cfg.train_data);
+    const auto data = open_job_dataset(cfg.train_data, "train-data");
     classes = data->classes();
     // A candidate whose global batch the training set cannot fill gives a job
     // file train refuses (engine/train_job.cpp): named here, before profiling.
@@ -361,6 +362,9 @@ int run_tune(const TuneOptions& t, TrainConfig cfg, MPI_Comm world) {
                  " images per step, more than the ", n, " of the training set ", cfg.train_data,
                  n < data->n() ? " (with max-train-samples)" : "", ": train would refuse that job");
   }
+  // The job's model and its mean/std as train checks them, before profiling
+  // (a mean of the wrong length failed inside the profiling as an internal check).
+  check_normalization(cfg, make_job_net(cfg, 1, classes).input_shape().c());
   measure_memory(cfg.model, classes, prof);
   // The candidates that fit the budget: only those are profiled.
   const double budget = memory_budget(t, rank, world);

@@ -34,6 +34,18 @@ printf '[train]\nmodel = lenet5\ntrain-data = %s\n' "$D/fashion-mnist-train.h5" 
 expect_exit 2 "job file '$J': line 1: '[train]' is a section header" -- "$DTRAIN" train --job "$J"
 printf 'model = lenet5\ntrain-data = %s\nmomentum = 1.5\n' "$D/fashion-mnist-train.h5" > "$J"
 expect_exit 2 "job file '$J': option 'momentum': must be in [0, 1), got 1.5" -- "$DTRAIN" train --job "$J"
+# The set-up's checks (data files, model, mean/std channels) name where the key
+# was written too, in train and in tune (tune's mean of the wrong length had
+# failed inside its profiling as an internal check, exit 1).
+printf 'model = lenet5\ntrain-data = %s\nmean = 0.5,0.5\n' "$D/fashion-mnist-train.h5" > "$J"
+expect_exit 2 "job file '$J': option 'mean': 2 values for 1 channels" -- "$DTRAIN" train --job "$J" --max-steps 1
+expect_exit 2 "job file '$J': option 'mean': 2 values for 1 channels" -- "$DTRAIN" tune --job "$J" --nodes 1 --workers-per-node 1 --out "$WORK/bad-tuned.ini"
+expect_exit 2 "command line: option 'std': 3 values for 1 channels" -- "$DTRAIN" train --job "$J" --mean 0.5 --std 1,1,1
+expect_exit 2 "command line: option 'model': unknown model 'lenett'" -- "$DTRAIN" tune --job "$J" --mean 0.5 --model lenett --nodes 1 --workers-per-node 1 --out "$WORK/bad-tuned.ini"
+expect_exit 2 "command line: option 'train-data': /nonexistent.h5" -- "$DTRAIN" tune --job "$J" --train-data /nonexistent.h5 --nodes 1 --workers-per-node 1 --out "$WORK/bad-tuned.ini"
+printf 'model = lenet5\ntrain-data = /nonexistent.h5\n' > "$J"
+expect_exit 2 "job file '$J': option 'train-data': /nonexistent.h5" -- "$DTRAIN" train --job "$J"
+[ ! -e "$WORK/bad-tuned.ini" ] || fail "a refused tune wrote its output"
 # A start mark that cannot be written (slurm/train.sbatch's DTRAIN_STARTED_FILE)
 # ends the job before it trains (a later crash would be taken for a start-up
 # one and relaunched from step 0), on every rank. One that can is written by
