@@ -175,7 +175,14 @@ int cmd_data(const std::vector<std::string>& args) {
   if (out.empty()) out = settings::data_dir();
   for (const char* f : {"fashion-mnist-train.h5", "fashion-mnist-test.h5"})
     check_new_output("dtrain data fashion-mnist: ", "out", (std::filesystem::path(out) / f).string(), overwrite);
-  io::ConvertSummary s = io::convert_fashion_mnist(src, out);
+  io::ConvertSummary s;
+  try {
+    s = io::convert_fashion_mnist(src, out);
+  } catch (const UsageError& e) {  // a source folder nobody typed: say where it came from
+    if (vm["src"].defaulted() && settings::get("DTRAIN_FASHION_DIR"))
+      throw UsageError(std::string(e.what()) + " (the source folder is $DTRAIN_FASHION_DIR, as --src was not given)");
+    throw;
+  }
   log::info(s.describe());
   return kExitOk;
 }

@@ -22,6 +22,13 @@ namespace dtrain::engine {
 
 namespace {
 
+// A job file's line in a message: its invisible bytes as \xNN, at most 120
+// bytes of it (a 200 KB line was echoed whole).
+std::string shown_line(const std::string& line) {
+  if (line.size() <= 120) return visible(line);
+  return visible(line.substr(0, 120)) + "… (" + std::to_string(line.size()) + " bytes)";
+}
+
 // Comma-separated floats ("0.2860,0.3530") for per-channel statistics.
 std::vector<float> parse_floats(const std::string& key, const std::string& s) {
   std::vector<float> v;
@@ -364,6 +371,7 @@ bool parse_train_args(const std::vector<std::string>& args, TrainConfig& cfg) {
     const po::parsed_options parsed = po::command_line_parser(args).options(o.desc).style(option_style()).run();
     refuse_option_like_values(parsed, "command line: ");
     refuse_bad_numbers(parsed, o.desc, "command line: ");
+    refuse_control_characters(parsed, "command line: ");
     for (const auto& opt : parsed.options) origin.emplace(opt.string_key, "command line: ");
     po::store(parsed, vm);
   } catch (const po::error& e) {
@@ -383,14 +391,30 @@ bool parse_train_args(const std::vector<std::string>& args, TrainConfig& cfg) {
     // A byte-order mark (Windows editors save one) would make the first key
     // read as unknown with the mark invisible in the message.
     if (body.starts_with("\xEF\xBB\xBF")) body.erase(0, 3);
+    const auto line_of = [&](size_t at) { return 1 + std::count(body.begin(), body.begin() + at, '\n'); };
+    if (body.starts_with("\xFF\xFE") || body.starts_with("\xFE\xFF"))
+      DT_USAGE("job file '", path, "' is UTF-16 (it starts with a UTF-16 byte-order mark): save it as UTF-8");
+    // A job file is text. A control character (a NUL cut a path short and made
+    // the run folder's mkdir loop forever; an escape sequence reached the
+    // terminal; a binary file was called one with old Mac line endings).
+    if (const auto c = std::find_if(body.begin(), body.end(),
+                                    [](char ch) { return ch != '\r' && ch != '\n' && is_control_character(ch); });
+        c != body.end()) {
+      const size_t at = static_cast<size_t>(c - body.begin());
+      const size_t from = body.rfind('\n', at) == std::string::npos ? 0 : body.rfind('\n', at) + 1;
+      const size_t to = std::min(body.find('\n', at), body.size());
+      DT_USAGE("job file '", path, "': line ", line_of(at), " holds the control character ",
+               visible(std::string(1, *c)), ": '", shown_line(body.substr(from, to - from)),
+               "' (a job file is text: key = value lines",
+               body.find('\0') != std::string::npos ? "; this file holds NUL bytes: is it a job file?)" : ")");
+    }
     // A carriage return not followed by a line feed (old Mac line endings):
     // the whole file was one line to Boost, the first key's value ran on
     // through the rest and the other keys were lost.
     if (const size_t cr = body.find('\r'); cr != std::string::npos)
       for (size_t at = cr; at != std::string::npos; at = body.find('\r', at + 1))
         if (at + 1 == body.size() || body[at + 1] != '\n')
-          DT_USAGE("job file '", path, "': line ", 1 + std::count(body.begin(), body.begin() + at, '\n'),
-                   " has a lone carriage return (\\r, old Mac line endings): save the file with \\n or "
+          DT_USAGE("job file '", path, "': line ", line_of(at), " has a lone carriage return (\\r, old Mac line endings): save the file with \\n or "
                    "\\r\\n line endings");
     // Boost reads "[name]" as a section and its keys as "name.key", which
     // would be refused as unknown keys without saying why. A section is what
@@ -403,16 +427,16 @@ bool parse_train_args(const std::vector<std::string>& args, TrainConfig& cfg) {
         line.erase(0, line.find_first_not_of(" \t\r"));
         line.erase(line.find_last_not_of(" \t\r") + 1);
         if (line.starts_with('[') && line.ends_with(']'))
-          DT_USAGE("job file '", path, "': line ", no, ": '", visible(line),
+          DT_USAGE("job file '", path, "': line ", no, ": '", shown_line(line),
                    "' is a section header; job files have no sections: give every key as key = value, "
                    "without the header");
         // What Boost calls "an invalid line" (no '='), with its number and
         // its invisible bytes shown ('\f[x]' printed a raw form feed).
         if (!line.empty() && line.find('=') == std::string::npos)
-          DT_USAGE("job file '", path, "': line ", no, ": '", visible(line),
+          DT_USAGE("job file '", path, "': line ", no, ": '", shown_line(line),
                    "' is not key = value (a comment starts with #)");
         if (line.starts_with('='))  // Boost said only "unrecognised option" (with an empty name)
-          DT_USAGE("job file '", path, "': line ", no, ": '", visible(line), "' has no key before '='");
+          DT_USAGE("job file '", path, "': line ", no, ": '", shown_line(line), "' has no key before '='");
       }
     }
     std::istringstream in(body);

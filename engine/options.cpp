@@ -74,8 +74,12 @@ std::string nearest_option(const std::string& name, const po::options_descriptio
 void rethrow_usage(const po::error& e, const std::string& where, const po::options_description& desc, bool job_file) {
   std::string hint;
   if (const auto* u = dynamic_cast<const po::unknown_option*>(&e)) {
-    const std::string near = nearest_option(u->get_option_name(), desc);
+    const std::string name = u->get_option_name();
+    const std::string near = nearest_option(name, desc);
     if (!near.empty()) hint = job_file ? " (did you mean key '" + near + "'?)" : " (did you mean --" + near + "?)";
+    // A name with invisible bytes (a no-break space pasted before a key) is
+    // shown as \xNN: Boost's message printed them raw.
+    if (visible(name) != name) DT_USAGE(where, "unrecognised option '", visible(name), "'", hint);
   }
   DT_USAGE(where, e.what(), hint);
 }
@@ -94,6 +98,19 @@ void refuse_option_like_values(const po::parsed_options& parsed, const std::stri
         DT_USAGE(where, "option '", opt.string_key, "' got the value '", v,
                  "', which looks like an option: was its value left empty (an unset shell variable)?");
   }
+}
+
+void refuse_control_characters(const po::parsed_options& parsed, const std::string& where) {
+  for (const po::option& opt : parsed.options)
+    for (const std::string& v : opt.value)
+      if (const auto c = std::find_if(v.begin(), v.end(), is_control_character); c != v.end())
+        DT_USAGE(where, "option '", opt.string_key, "' got '", visible(v), "', which holds the control character ",
+                 visible(std::string(1, *c)), " (a value is printable text)");
+}
+
+bool is_control_character(char c) {
+  const auto u = static_cast<unsigned char>(c);
+  return (u < 0x20 && c != '\t') || u == 0x7f;
 }
 
 namespace {
@@ -237,6 +254,7 @@ po::variables_map parse_command_line(const std::vector<std::string>& args, const
     const po::parsed_options parsed = p.run();
     refuse_option_like_values(parsed, where);
     refuse_bad_numbers(parsed, desc, where);
+    refuse_control_characters(parsed, where);
     po::store(parsed, vm);
     po::notify(vm);
   } catch (const po::error& e) {

@@ -48,6 +48,14 @@ void refuse_option_like_values(const po::parsed_options& parsed, const std::stri
 void refuse_bad_numbers(const po::parsed_options& parsed, const po::options_description& desc,
                         const std::string& where);
 
+// Throws UsageError when a value holds a control character (a byte below
+// 0x20 other than tab, or 0x7f), shown as \xNN: an escape sequence in
+// `--run-name` reached the terminal in "outputs in …", a NUL in a job file cut
+// a path short and made the run folder's mkdir loop forever. Called after
+// refuse_bad_numbers, whose messages for numbers say more.
+void refuse_control_characters(const po::parsed_options& parsed, const std::string& where);
+bool is_control_character(char c);
+
 // The same reading of one number for the list and range options (mean, std,
 // lr-milestones, rrc-scale; tune's candidates): "" when `text` is a float
 // (a double, an int), else why not, as a clause ("which is not a decimal

@@ -3,8 +3,11 @@
 #include "engine/report.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <thread>
@@ -13,6 +16,7 @@
 
 #include "comm/wait.hpp"
 #include "core/error.hpp"
+#include "core/format.hpp"
 #include "engine/metrics.hpp"    // MetricsWriter::append_record
 #include "engine/train_job.hpp"  // choose_thread_counts
 #include "engine/tune_profile.hpp"
@@ -67,9 +71,18 @@ struct Record {
 
 }  // namespace
 
+std::string cannot_open(const std::string& path, int err) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::string why = std::strerror(err);
+  if (fs::is_symlink(path, ec) && !fs::exists(path, ec))
+    why = "a symbolic link to '" + fs::read_symlink(path, ec).string() + "', which does not exist";
+  return "cannot open '" + format::missing_path(path) + "': " + why;
+}
+
 MeasuredRun read_run(const std::string& path) {
   std::ifstream f(path);
-  if (!f) DT_USAGE("dtrain report: option 'metrics': cannot open '", path, "'");
+  if (!f) DT_USAGE("dtrain report: option 'metrics': ", cannot_open(path, errno));
   MeasuredRun r;
   r.file = path;
   std::vector<double> st, tc, ips;

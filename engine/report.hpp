@@ -56,6 +56,9 @@ struct MeasuredRun {
 // Reads one metrics file (JSON Lines with a run record). Throws UsageError
 // naming the file, the line and the field on anything it cannot use.
 MeasuredRun read_run(const std::string& path);
+// "cannot open 'PATH': why" for a file that failed to open with errno `err`
+// (a dangling symbolic link says where it points).
+std::string cannot_open(const std::string& path, int err);
 
 // Machine CPU counters at the start of a run (collective bookkeeping helper).
 struct RunClock {

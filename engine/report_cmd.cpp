@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <charconv>
 #include <boost/program_options.hpp>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -29,7 +30,7 @@ namespace {
 
 Profile read_profile(const std::string& path) {
   std::ifstream f(path);
-  if (!f) DT_USAGE("dtrain report: option 'profile': cannot open '", path, "'");
+  if (!f) DT_USAGE("dtrain report: option 'profile': ", cannot_open(path, errno));
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(f);
@@ -301,23 +302,51 @@ void print_table_header() {
 // The row's name: the file as typed, or, when the path goes through a symbolic
 // link (a run folder's `latest`), where the link leads (relative to the working
 // folder when below it), so two rows never both read `…/latest/metrics.jsonl`.
+// The links are resolved before "..", as the system does ("L/../2" with L a
+// link to runs/a/1 is runs/a/2).
 std::string row_name(const std::string& typed) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  const fs::path abs = fs::absolute(typed, ec).lexically_normal();
+  const fs::path abs = fs::absolute(typed, ec);
   if (ec) return typed;
-  const fs::path real = fs::weakly_canonical(abs, ec);
-  if (ec || real == abs) return typed;
+  const fs::path real = fs::canonical(abs, ec);
+  if (ec || real == abs.lexically_normal()) return typed;
   const fs::path rel = real.lexically_relative(fs::current_path(ec));
   if (!ec && !rel.empty() && *rel.begin() != "..") return rel.string();
   return real.string();
 }
 
+// `name` for a table column `width` characters wide (UTF-8: a character is
+// one column, whatever its bytes): control bytes as \xNN (a newline in a file
+// name split the row), a longer name cut to "…" and its last width − 1
+// characters, shorter ones padded with spaces.
+std::string column_text(const std::string& name, size_t width) {
+  std::vector<std::string> chars;  // one UTF-8 character each
+  for (size_t i = 0; i < name.size();) {
+    const auto b = static_cast<unsigned char>(name[i]);
+    size_t len = b < 0x80 ? 1 : (b >> 5) == 0x6 ? 2 : (b >> 4) == 0xe ? 3 : (b >> 3) == 0x1e ? 4 : 1;
+    len = std::min(len, name.size() - i);
+    std::string c = name.substr(i, len);
+    if (len == 1 && (b < 0x20 || b >= 0x7f)) c = visible(c);  // a control or stray byte
+    // \xNN takes 4 columns: counted as 4 one-column characters.
+    if (c.size() > 1 && c[0] == '\\') for (char x : c) chars.emplace_back(1, x);
+    else chars.push_back(c);
+    i += len;
+  }
+  std::string out;
+  if (chars.size() > width) {
+    out = "…";
+    for (size_t k = chars.size() - (width - 1); k < chars.size(); ++k) out += chars[k];
+  } else {
+    for (const auto& c : chars) out += c;
+    out.append(width - chars.size(), ' ');
+  }
+  return out;
+}
+
 void print_table_row(const Group& g, const Measured& m) {
-  const std::string file = row_name(g.files.front());
-  // "…" is one column in 3 bytes: 27 more keep the name 28 columns wide as %-28s pads shorter ones.
-  std::string name = file.size() > 28 ? "…" + file.substr(file.size() - 27) : file;
-  std::printf("%-28s %2d %-8s %-9s %2d %2d %2d %4d %3d %-5s | %8.2f %8.2f %6.3f %8.2f %5.2f | %8.2f %8.2f %8.2f %5.2f | %+6.1f %5.2f\n",
+  const std::string name = column_text(row_name(g.files.front()), 28);
+  std::printf("%s %2d %-8s %-9s %2d %2d %2d %4d %3d %-5s | %8.2f %8.2f %6.3f %8.2f %5.2f | %8.2f %8.2f %8.2f %5.2f | %+6.1f %5.2f\n",
               name.c_str(), g.n, g.model.c_str(), comm::mode_name(g.mode), g.shape.workers, g.shape.servers,
               g.shape.ranks_per_node, g.x, g.shape.threads, g.shape.sleeping_waits ? "sleep" : "spin", 1e3 * m.t_c,
               1e3 * m.t_o, m.t_c > 0 ? m.t_o / m.t_c : 0.0, 1e3 * m.step, m.speedup, 1e3 * g.pred.t_c,
@@ -330,7 +359,23 @@ int cmd_report(const std::vector<std::string>& args) {
   ReportOptions o;
   if (std::optional<int> code = parse_report_options(args, o)) return *code;
   std::vector<MeasuredRun> runs;
-  for (const auto& f : o.files) runs.push_back(read_run(f));
+  // A file given twice counts once: `runs/NAME/*/metrics.jsonl` also matches
+  // latest/, which gave the newest run twice the weight in the medians.
+  std::vector<std::pair<std::filesystem::path, std::string>> seen;  // canonical, as typed
+  for (const auto& f : o.files) {
+    std::error_code ec;
+    const std::filesystem::path real = std::filesystem::canonical(f, ec);
+    if (!ec) {
+      const auto same = std::find_if(seen.begin(), seen.end(), [&](const auto& p) { return p.first == real; });
+      if (same != seen.end()) {
+        std::fprintf(stderr, "dtrain report: '%s' is the file '%s' already given: counted once\n", f.c_str(),
+                     same->second.c_str());
+        continue;
+      }
+      seen.emplace_back(real, f);
+    }
+    runs.push_back(read_run(f));
+  }
   RunPredictor predictor(o);
   const std::vector<Group> groups = group_runs(runs, predictor);
   const std::vector<std::string>& not_profiled = predictor.not_profiled();

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>  // NAME_MAX
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -12,6 +13,7 @@
 
 #include "core/error.hpp"
 #include "core/format.hpp"
+#include "engine/options.hpp"  // visible, is_control_character
 
 namespace dtrain::engine {
 
@@ -119,8 +121,12 @@ void check_outputs(const TrainConfig& cfg) {
       DT_USAGE("options 'timeline' and '", key, "' name the same file '", cfg.timeline, "'");
   if (any_auto) {
     const std::string name = run_name(cfg);
-    if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos)
-      DT_USAGE("option 'run-name': '", name, "' is not a plain folder name");
+    if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
+        std::any_of(name.begin(), name.end(), is_control_character))
+      DT_USAGE("option 'run-name': '", visible(name), "' is not a plain folder name");
+    if (name.size() > NAME_MAX)  // it failed after start-up as "File name too long"
+      DT_USAGE("option 'run-name': '", visible(name.substr(0, 40)), "…' is ", name.size(), " bytes long, more than the ",
+               NAME_MAX, " a folder name may have");
     if (cfg.runs_dir.empty())
       DT_USAGE("option 'runs-dir': is empty but an output is left at its default (auto) run folder; give a folder, "
                "or set the outputs explicitly (--metrics F / --save-params F, \"\" for none)");
@@ -152,10 +158,15 @@ RunOutputs make_outputs(const TrainConfig& cfg) {
     next = std::max(next, std::stol(n) + 1);
   }
   fs::path dir;
+  const long first = next;
   for (;; ++next) {  // mkdir is the lock: a number taken by a run started at the same time is skipped
     dir = parent / std::to_string(next);
     if (::mkdir(dir.c_str(), 0777) == 0) break;
     if (errno != EEXIST) DT_FAIL("cannot create the run folder '", dir.string(), "': ", std::strerror(errno));
+    // Never an endless loop (a path that mkdir reads otherwise, such as one cut
+    // by a NUL, exists whatever the number): 1000 runs started at once is beyond any job.
+    if (next - first >= 1000)
+      DT_FAIL("cannot create a run folder in '", parent.string(), "': ", first, " to ", next, " all exist");
   }
   // latest → n, replaced atomically (a relative link, so the folder can be moved).
   const fs::path tmp = parent / (".latest." + std::to_string(::getpid()));

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <memory>
 #include <sstream>
 #include <system_error>
 
@@ -104,6 +105,9 @@ std::vector<uint8_t> read_payload(GzFile& f, const std::string& path, int64_t by
   unsigned char extra;
   if (f.read(&extra, 1) != 0)
     DT_USAGE(path, ": holds more bytes than its IDX header advertises (", bytes, ")");
+  // The payload is whole but the gzip stream ends before its trailer: its CRC
+  // was never checked (a changed byte in such a file was converted silently).
+  if (f.stream_cut()) DT_USAGE(path, ": truncated: the gzip stream is cut off before its end (CRC not checked)");
   return data;
 }
 
@@ -131,9 +135,11 @@ Split read_split(const std::string& images_path, const std::string& labels_path)
   return s;
 }
 
-void write_split(const Split& s, const std::string& out_path) {
-  write_dataset(out_path, s.img.pixels, s.img.n, s.img.rows, s.img.cols, 1, s.labels,
-                kFashionClasses);
+// A writer of one split, its file a temporary one until commit().
+std::unique_ptr<DatasetWriter> write_split(const Split& s, const std::string& out_path) {
+  auto w = std::make_unique<DatasetWriter>(out_path, s.img.n, s.img.rows, s.img.cols, 1, kFashionClasses);
+  w->write(0, s.img.n, s.img.pixels, s.labels);
+  return w;
 }
 
 }  // namespace
@@ -176,12 +182,21 @@ ConvertSummary convert_fashion_mnist(const std::string& src_dir, const std::stri
       "/usr/share/datasets/fashion-mnist, elsewhere download them from "
       "https://github.com/zalandoresearch/fashion-mnist (data/fashion) and give the folder with --src DIR or "
       "DTRAIN_FASHION_DIR";
-  if (!fs::is_directory(src_dir, ec)) DT_USAGE(src_dir, ": no such directory (Fashion-MNIST source). ", kAdvice);
+  if (src_dir.empty()) DT_USAGE("the Fashion-MNIST source folder is empty (''). ", kAdvice);
+  if (!fs::is_directory(src_dir, ec))
+    DT_USAGE(format::missing_path(src_dir), fs::exists(src_dir, ec) ? ": is not a directory" : ": no such directory",
+             " (Fashion-MNIST source). ", kAdvice);
   // All four checked before anything is written: a folder with only the
   // training files must not leave a converted training split behind.
-  std::string missing;
-  for (const char* f : kFiles)
-    if (!fs::is_regular_file(fs::path(src_dir) / f, ec)) missing += (missing.empty() ? "" : ", ") + std::string(f);
+  std::string missing, odd;
+  for (const char* f : kFiles) {
+    const fs::path p = fs::path(src_dir) / f;
+    if (fs::is_regular_file(p, ec)) continue;
+    std::string& list = fs::exists(p, ec) ? odd : missing;  // a folder or FIFO by that name: odd
+    list += (list.empty() ? "" : ", ") + std::string(f);
+  }
+  if (!odd.empty())
+    DT_USAGE(src_dir, ": ", odd, " in this Fashion-MNIST source folder is not a regular file (nothing written)");
   if (!missing.empty())
     DT_USAGE(src_dir, ": no ", missing, " in this Fashion-MNIST source folder (nothing written). ", kAdvice);
   // Both splits read and checked before the folder or either file is made: a bad
@@ -191,16 +206,29 @@ ConvertSummary convert_fashion_mnist(const std::string& src_dir, const std::stri
   const Split test = read_split((src / kFiles[2]).string(), (src / kFiles[3]).string());
   const int64_t h = train.img.rows, w = train.img.cols;
   if (h != test.img.rows || w != test.img.cols)
-    DT_USAGE(src_dir, ": train images are ", h, "x", w, " but test images are ", test.img.rows,
-             "x", test.img.cols, " (nothing written)");
+    DT_USAGE(src_dir, ": train images are ", h, "x", w, " (", kFiles[0], ") but test images are ", test.img.rows,
+             "x", test.img.cols, " (", kFiles[2], "; nothing written)");
+  const bool made = !fs::exists(out_dir, ec);
   fs::create_directories(out_dir, ec);
-  if (ec) DT_USAGE(out_dir, ": cannot create directory: ", ec.message());
+  if (ec)
+    DT_USAGE(out_dir, ": cannot create directory: ", ec.message(),
+             fs::is_symlink(out_dir, ec) ? " (it is a symbolic link to a path that does not exist)" : "");
 
   ConvertSummary s;
   s.train_path = (out / "fashion-mnist-train.h5").string();
   s.test_path = (out / "fashion-mnist-test.h5").string();
-  write_split(train, s.train_path);
-  write_split(test, s.test_path);
+  // Both written to temporary files, then both renamed: a failed (full disk)
+  // or interrupted test split leaves no training split behind, which a rerun
+  // would refuse as an existing output (nor the folder this call made).
+  try {
+    const std::unique_ptr<DatasetWriter> wtrain = write_split(train, s.train_path);
+    const std::unique_ptr<DatasetWriter> wtest = write_split(test, s.test_path);
+    wtrain->commit();
+    wtest->commit();
+  } catch (...) {
+    if (made) fs::remove(out_dir, ec);  // only when empty
+    throw;
+  }
   s.n_train = train.img.n;
   s.n_test = test.img.n;
   s.height = h;

@@ -391,13 +391,47 @@ TEST_CASE("a section header in a job file is refused as one with its line", "[co
 TEST_CASE("a job file line that is not key = value is refused with its number, shown visibly", "[config]") {
   // Boost said "the options configuration file contains an invalid line '<raw form feed>[x]'", no line.
   const std::string ff = write_job("formfeed.ini", "model = lenet5\n\f[x]\nlr = 0.1\n");
-  CHECK(usage_message({"--job", ff}) == "job file '" + ff + "': line 2: '\\x0c[x]' is not key = value (a comment starts with #)");
+  CHECK(usage_message({"--job", ff}) == "job file '" + ff + "': line 2 holds the control character \\x0c: '\\x0c[x]' "
+                                         "(a job file is text: key = value lines)");
   const std::string noeq = write_job("noeq.ini", "model = lenet5\n\n  lr 0.1  # the rate\n");
-  CHECK_THAT(usage_message({"--job", noeq}), Catch::StartsWith("job file '" + noeq + "': line 3: 'lr 0.1' is not key = value"));
+  CHECK(usage_message({"--job", noeq}) == "job file '" + noeq + "': line 3: 'lr 0.1' is not key = value (a comment starts with #)");
   // Boost said "unrecognised option" with an empty name.
   const std::string nokey = write_job("nokey.ini", "model = lenet5\n = 16\n");
   CHECK(usage_message({"--job", nokey}) == "job file '" + nokey + "': line 2: '= 16' has no key before '='");
-  for (const auto& f : {ff, noeq, nokey}) std::filesystem::remove(f);
+  // A 200 KB line was echoed whole: 120 bytes of it, and its length.
+  const std::string longline = write_job("long.ini", "model = lenet5\n" + std::string(200000, 'x') + "\n");
+  const std::string m = usage_message({"--job", longline});
+  CHECK_THAT(m, Catch::EndsWith(std::string(120, 'x') + "… (200000 bytes)' is not key = value (a comment starts with #)"));
+  CHECK(m.size() < 400);
+  for (const auto& f : {ff, noeq, nokey, longline}) std::filesystem::remove(f);
+}
+
+// A NUL in `run-name = ab\0cd` cut the name at the NUL and the run folder's
+// mkdir looped forever on the cut path; `train-data = a.h5\0junk` read a.h5;
+// an escape sequence in a value reached the terminal; a binary file was
+// refused as one with old Mac line endings (a helper's break report).
+TEST_CASE("control characters: refused in a job file with their line, and in command-line values", "[config]") {
+  const std::string nul = write_job("nul.ini", "model = lenet5\nrun-name = ab" + std::string(1, '\0') + "cd\n");
+  CHECK(usage_message({"--job", nul}) == "job file '" + nul + "': line 2 holds the control character \\x00: "
+                                          "'run-name = ab\\x00cd' (a job file is text: key = value lines; this file holds NUL bytes: is it a job file?)");
+  const std::string esc = write_job("esc.ini", "seed = 2\n\x1b[2Jlr = 0.1\n");
+  CHECK_THAT(usage_message({"--job", esc}), Catch::StartsWith("job file '" + esc + "': line 2 holds the control character \\x1b"));
+  const std::string noname = write_job("ffkey.ini", "\f= 2\n");
+  CHECK_THAT(usage_message({"--job", noname}), Catch::StartsWith("job file '" + noname + "': line 1 holds the control character \\x0c"));
+  const std::string utf16 = write_job("utf16.ini", std::string("\xFF\xFEm\0o\0", 6));
+  CHECK(usage_message({"--job", utf16}) == "job file '" + utf16 + "' is UTF-16 (it starts with a UTF-16 byte-order mark): save it as UTF-8");
+  // Tabs are whitespace, not refused.
+  TrainConfig c;
+  const std::string tabs = write_job("tabs.ini", "model\t=\tlenet5\t\ntrain-data = a.h5\n");
+  REQUIRE(parse_train_args({"--job", tabs}, c));
+  CHECK(c.model == "lenet5");
+  // The command line: a value holding one is refused, shown as \xNN.
+  CHECK(usage_message({"--train-data", "a.h5", "--run-name", "a\x1b[31mRED"}) ==
+        "command line: option 'run-name' got 'a\\x1b[31mRED', which holds the control character \\x1b (a value is printable text)");
+  // A key with invisible bytes is shown as \xNN (Boost printed them raw).
+  const std::string nbsp = write_job("nbsp.ini", "\xc2\xa0seed = 2\n");
+  CHECK_THAT(usage_message({"--job", nbsp}), Catch::Contains("unrecognised option '\\xc2\\xa0seed'"));
+  for (const auto& f : {nul, esc, noname, utf16, tabs, nbsp}) std::filesystem::remove(f);
 }
 
 TEST_CASE("a job file with old Mac line endings is refused naming the line", "[config]") {

@@ -4,6 +4,7 @@
 // (60000/10000 samples, 28×28×1, 6000/1000 per class): a dependency of the
 // project (scripts/setup-deps.sh, the integration tests), so its absence fails
 // the test instead of skipping it.
+#include <unistd.h>
 #include <zlib.h>
 
 #include <array>
@@ -85,6 +86,15 @@ TEST_CASE("bad IDX files are usage errors naming the file", "[io]") {
     CHECK_THAT(usage_error_message([&] { dtrain::io::read_idx_images(path); }),
                Contains(path));
   }
+  SECTION("gzip trailer cut off: the payload is whole, its CRC never checked") {
+    // A changed byte in such a file was converted silently (a break report).
+    for (const uintmax_t cut : {1u, 4u, 8u}) {
+      write_idx(path, 0x801, {5}, 5);
+      std::filesystem::resize_file(path, std::filesystem::file_size(path) - cut);
+      CHECK_THAT(usage_error_message([&] { dtrain::io::read_idx_labels(path); }),
+                 Contains(path) && Contains("gzip stream is cut off before its end"));
+    }
+  }
   SECTION("trailing bytes") {
     write_idx(path, 0x801, {5}, 6);
     CHECK_THAT(usage_error_message([&] { dtrain::io::read_idx_labels(path); }),
@@ -135,9 +145,33 @@ TEST_CASE("convert_fashion_mnist rejects inconsistent inputs", "[io]") {
     const std::string dest = out.file("made-only-on-success");
     std::string msg = usage_error_message(
         [&] { dtrain::io::convert_fashion_mnist(src.path().string(), dest); });
-    CHECK_THAT(msg, Contains("train images are 4x3 but test images are 5x3") &&
-                        Contains("nothing written"));
+    CHECK_THAT(msg, Contains("train images are 4x3 (train-images-idx3-ubyte.gz) but test images are 5x3 "
+                             "(t10k-images-idx3-ubyte.gz; nothing written)"));
     CHECK_FALSE(std::filesystem::exists(dest));
+  }
+  SECTION("the test split cannot be written: no training split left behind") {
+    // A full disk or an interrupted write of the test split had left the
+    // committed training split, which a plain rerun refused as existing.
+    const std::string squat = out.file("fashion-mnist-test.h5.tmp." + std::to_string(::getpid()));
+    std::filesystem::create_directories(squat + "/held");  // not empty: the writer cannot take its place
+    CHECK(dtrain::test::error_message([&] {
+            dtrain::io::convert_fashion_mnist(src.path().string(), out.path().string());
+          }) != "no error");
+    CHECK_FALSE(std::filesystem::exists(out.file("fashion-mnist-train.h5")));
+    CHECK_FALSE(std::filesystem::exists(out.file("fashion-mnist-test.h5")));
+    std::filesystem::remove_all(squat);
+  }
+  SECTION("a source that is a file, an entry that is a folder") {
+    CHECK_THAT(usage_error_message([&] {
+                 dtrain::io::convert_fashion_mnist(src.file("train-images-idx3-ubyte.gz"), out.path().string());
+               }),
+               Contains("train-images-idx3-ubyte.gz: is not a directory"));
+    std::filesystem::remove(src.file("t10k-labels-idx1-ubyte.gz"));
+    std::filesystem::create_directory(src.file("t10k-labels-idx1-ubyte.gz"));
+    CHECK_THAT(usage_error_message(
+                   [&] { dtrain::io::convert_fashion_mnist(src.path().string(), out.path().string()); }),
+               Contains("t10k-labels-idx1-ubyte.gz in this Fashion-MNIST source folder is not a regular file"));
+    CHECK_FALSE(std::filesystem::exists(out.file("fashion-mnist-train.h5")));
   }
   SECTION("a label >= 10") {
     write_idx(src.file("train-labels-idx1-ubyte.gz"), 0x801, {25}, 25, 11);

@@ -46,6 +46,14 @@ expect_exit 2 "command line: option 'train-data': /nonexistent.h5" -- "$DTRAIN" 
 printf 'model = lenet5\ntrain-data = /nonexistent.h5\n' > "$J"
 expect_exit 2 "job file '$J': option 'train-data': /nonexistent.h5" -- "$DTRAIN" train --job "$J"
 [ ! -e "$WORK/bad-tuned.ini" ] || fail "a refused tune wrote its output"
+# A NUL in a job file's run-name made the run folder's mkdir loop forever on the
+# name cut at the NUL (a break report): refused with its line, at once.
+printf 'model = lenet5\ntrain-data = %s\nrun-name = ab\0cd\n' "$D/fashion-mnist-train.h5" > "$J"
+expect_exit 2 "job file '$J': line 3 holds the control character \x00" -- timeout 60 "$DTRAIN" train --job "$J" --runs-dir "$WORK/nul-runs"
+[ ! -e "$WORK/nul-runs" ] || fail "a refused job made its runs folder"
+# A run name longer than a folder name may be failed after start-up (exit 1, "File name too long").
+expect_exit 2 "bytes long, more than the 255 a folder name may have" -- \
+  "$DTRAIN" train --train-data "$D/fashion-mnist-train.h5" --run-name "$(printf 'y%.0s' $(seq 300))" --runs-dir "$WORK/long-runs"
 # A start mark that cannot be written (slurm/train.sbatch's DTRAIN_STARTED_FILE)
 # ends the job before it trains (a later crash would be taken for a start-up
 # one and relaunched from step 0), on every rank. One that can is written by

@@ -90,6 +90,23 @@ out=$("$DTRAIN" report --metrics runs/fashion_lenet/latest/metrics.jsonl --train
   fail "report of latest: $out"
 grep -qE "^…[a-z]*_lenet/2/metrics.jsonl +1 +lenet5 " <<<"$out" || fail "report's row is not named by run 2: $out"
 echo "ok: report names the run behind latest"
+# The glob of every run also matches latest/: each file counted once (the newest
+# had twice the weight), with a note. A link before '..' is resolved first, as
+# the system does (L1/../2 is run 2), and a row is named by that file.
+out=$("$DTRAIN" report --metrics runs/fashion_lenet/*/metrics.jsonl --train-data "$D/fashion-mnist-train.h5" --profile-steps 2 2>&1) ||
+  fail "report of the glob: $out"
+grep -qF "dtrain report: 'runs/fashion_lenet/latest/metrics.jsonl' is the file 'runs/fashion_lenet/2/metrics.jsonl' already given: counted once" <<<"$out" ||
+  fail "report did not say latest is run 2's file: $out"
+grep -qE "^…[a-z]*_lenet/1/metrics.jsonl +2 +lenet5 " <<<"$out" || fail "report's row does not count 2 runs: $out"
+ln -sfn runs/fashion_lenet/1 L1
+out=$("$DTRAIN" report --metrics L1/../2/metrics.jsonl --train-data "$D/fashion-mnist-train.h5" --profile-steps 2) ||
+  fail "report through L1/..: $out"
+grep -qE "^…[a-z]*_lenet/2/metrics.jsonl +1 +lenet5 " <<<"$out" || fail "L1/../2 is not named as run 2: $out"
+out=$("$DTRAIN" report --metrics L1/nothing.jsonl 2>&1) && fail "report of a missing file passed: $out"
+grep -qF "cannot open 'L1/nothing.jsonl" <<<"$out" && grep -qF "No such file or directory" <<<"$out" ||
+  fail "a missing metrics file is not named with why: $out"
+rm -f L1
+echo "ok: report counts a file once, resolves links before '..', says why a file cannot be opened"
 
 # 4. An explicit output that exists is refused (exit 2 naming it) unless --overwrite true.
 one=(--job "$J" "${data[@]}" --max-steps 3 --log-interval 1 --threads 1)
