@@ -8,9 +8,12 @@
 // boolean(b): "true" / "false", the spelling the job files accept.
 // missing_path(p): p for a "no such file" message; a relative p gets the folder
 // it was resolved against ("data/x.h5 (relative to /home/u/dtrain)").
+// visible(v): v with its invisible bytes (controls, non-ASCII) as \xNN, for
+// messages that quote what was typed ("0.05\x0c", "1\xc2\xa0").
 #pragma once
 
 #include <charconv>
+#include <cstdio>
 #include <filesystem>
 #include <string>
 #include <system_error>
@@ -31,6 +34,22 @@ inline std::string missing_path(const std::string& p) {
   std::error_code ec;
   const auto cwd = std::filesystem::current_path(ec);
   return ec ? p : p + " (relative to " + cwd.string() + ")";
+}
+
+// A form feed or a no-break space pasted after a value made "got '0.05'" look
+// valid; an escape sequence in a name reached the terminal.
+inline std::string visible(const std::string& v) {
+  std::string out;
+  for (unsigned char c : v) {
+    if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      out += hex;
+    }
+  }
+  return out;
 }
 
 }  // namespace dtrain::format

@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "core/error.hpp"
+#include "core/format.hpp"
 
 namespace dtrain::settings {
 
@@ -11,6 +12,17 @@ std::optional<std::string> get(const char* name) {
   const char* v = std::getenv(name);
   if (v == nullptr || *v == '\0') return std::nullopt;
   return std::string(v);
+}
+
+std::string get_text_or(const char* name, const std::string& fallback) {
+  const std::string value = get_or(name, fallback);
+  // A control character (an escape sequence) reached the terminal in messages
+  // and became part of folder names ($DTRAIN_DATA_DIR).
+  for (const unsigned char c : value)
+    if ((c < 0x20 && c != '\t') || c == 0x7f)
+      DT_USAGE("environment variable ", name, "='", format::visible(value), "' holds the control character ",
+               format::visible(std::string(1, static_cast<char>(c))), " (a value is printable text)");
+  return value;
 }
 
 std::string get_or(const char* name, const std::string& fallback) {
@@ -24,7 +36,7 @@ std::optional<long> get_long(const char* name) {
   char* end = nullptr;
   long x = std::strtol(v->c_str(), &end, 10);
   if (end == v->c_str() || *end != '\0')
-    DT_USAGE("environment variable ", name, "='", *v, "' is not an integer");
+    DT_USAGE("environment variable ", name, "='", format::visible(*v), "' is not an integer");
   return x;
 }
 

@@ -64,11 +64,13 @@ namespace dtrain::settings {
 std::optional<std::string> get(const char* name);           // unset or empty → nullopt
 std::string get_or(const char* name, const std::string& fallback);
 std::optional<long> get_long(const char* name);              // throws Error on a non-number
+// get_or for a folder the user set and messages show: UsageError on a control character.
+std::string get_text_or(const char* name, const std::string& fallback);
 
 inline std::string fashion_dir() {
-  return get_or("DTRAIN_FASHION_DIR", "/usr/share/datasets/fashion-mnist");
+  return get_text_or("DTRAIN_FASHION_DIR", "/usr/share/datasets/fashion-mnist");
 }
-inline std::string data_dir() { return get_or("DTRAIN_DATA_DIR", "data"); }
+inline std::string data_dir() { return get_text_or("DTRAIN_DATA_DIR", "data"); }
 inline std::optional<long> fail_at_step() { return get_long("DTRAIN_FAIL_AT_STEP"); }
 inline std::optional<long> fail_rank() { return get_long("DTRAIN_FAIL_RANK"); }
 inline std::string fail_mode() { return get_or("DTRAIN_FAIL_MODE", "throw"); }

@@ -2,6 +2,7 @@
 #include "engine/config.hpp"
 
 #include <algorithm>
+#include <climits>  // NAME_MAX
 #include <boost/program_options.hpp>
 #include <cmath>
 #include <cstdlib>
@@ -215,6 +216,10 @@ void validate(TrainConfig& c, const Options& o) {
     if constexpr (std::is_floating_point_v<std::decay_t<decltype(x)>>) return format::shortest(x);
     else return std::forward<decltype(x)>(x);
   };
+  // Also for tune, which writes it into a job file (engine/run_folder.cpp checks the name train makes).
+  if (c.run_name.size() > NAME_MAX)
+    DT_USAGE("option 'run-name': '", visible(c.run_name.substr(0, 40)), "…' is ", c.run_name.size(),
+             " bytes long, more than the ", NAME_MAX, " a folder name may have");
   auto need = [&](bool ok, const char* key, auto&&... why) {
     if (!ok) DT_USAGE("option '", key, "': ", text(why)...);
   };

@@ -20,6 +20,7 @@
 #include "engine/preemption.hpp"
 #include "engine/commands.hpp"
 #include "engine/exit.hpp"
+#include "engine/options.hpp"  // visible
 #include "engine/placement.hpp"
 #include "engine/report.hpp"
 #include "engine/tune.hpp"
@@ -58,14 +59,14 @@ int run(const std::string& cmd, const std::vector<std::string>& args) {
                    args[0], "' first\n", kBenchUsage);
       DT_USAGE("dtrain bench: which benchmark? (it comes before its options, got '", args[0], "')\n", kBenchUsage);
     }
-    DT_USAGE("dtrain bench: ", args.empty() ? "which benchmark?" : "unknown benchmark '" + args[0] + "'", "\n",
+    DT_USAGE("dtrain bench: ", args.empty() ? "which benchmark?" : "unknown benchmark '" + visible(args[0]) + "'", "\n",
              kBenchUsage);
   }
   if (cmd == "--help" || cmd == "-h" || cmd == "help") {
     std::fputs(usage().c_str(), stdout);
     return dtrain::kExitOk;
   }
-  DT_USAGE("unknown command '", cmd, "'\n", usage());
+  DT_USAGE("unknown command '", visible(cmd), "'\n", usage());
 }
 
 // Every rank of one launch must run the same subcommand ("train", "bench

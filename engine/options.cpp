@@ -95,7 +95,7 @@ void refuse_option_like_values(const po::parsed_options& parsed, const std::stri
                "comma-separated value, such as --mean 0.5,0.3)");
     for (const std::string& v : opt.value)
       if (v.size() > 2 && v.starts_with("--") && !opt.string_key.empty())
-        DT_USAGE(where, "option '", opt.string_key, "' got the value '", v,
+        DT_USAGE(where, "option '", opt.string_key, "' got the value '", visible(v),
                  "', which looks like an option: was its value left empty (an unset shell variable)?");
   }
 }
@@ -192,22 +192,6 @@ bool typed_problem(const po::value_semantic* sem, const std::string& v, std::str
 
 
 }  // namespace
-
-// `v` with its invisible bytes spelled out ("0.05\x0c", "1\xc2\xa0"): a form
-// feed or a no-break space pasted after a value made "got '0.05'" look valid.
-std::string visible(const std::string& v) {
-  std::string out;
-  for (unsigned char c : v) {
-    if (c >= 0x20 && c < 0x7f) {
-      out += static_cast<char>(c);
-    } else {
-      char hex[8];
-      std::snprintf(hex, sizeof hex, "\\x%02x", c);
-      out += hex;
-    }
-  }
-  return out;
-}
 
 std::string trim_blanks(std::string t) {
   t.erase(0, t.find_first_not_of(" \t"));

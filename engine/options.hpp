@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "core/format.hpp"
+
 namespace dtrain::engine {
 
 namespace po = boost::program_options;
@@ -72,10 +74,8 @@ std::string trim_blanks(std::string t);
 // refuse. "" has one empty item.
 std::vector<std::string> list_items(const std::string& s);
 
-// `v` with its invisible bytes spelled out as \xNN ("0.05\x0c", "1\xc2\xa0"):
-// a form feed or a no-break space pasted after a value made "got '0.05'" look
-// valid. For messages that quote what was typed.
-std::string visible(const std::string& v);
+// `v` with its invisible bytes spelled out as \xNN (core/format.hpp).
+using format::visible;
 
 // store + notify of a command line, through rethrow_usage on any error,
 // refuse_option_like_values and refuse_bad_numbers.

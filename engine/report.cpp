@@ -75,14 +75,23 @@ std::string cannot_open(const std::string& path, int err) {
   namespace fs = std::filesystem;
   std::error_code ec;
   std::string why = std::strerror(err);
-  if (fs::is_symlink(path, ec) && !fs::exists(path, ec))
-    why = "a symbolic link to '" + fs::read_symlink(path, ec).string() + "', which does not exist";
-  return "cannot open '" + format::missing_path(path) + "': " + why;
+  if (err == ENOENT && fs::is_symlink(path, ec))  // a loop is ELOOP, its own words
+    why = "a symbolic link to '" + format::visible(fs::read_symlink(path, ec).string()) + "', which does not exist";
+  return "cannot open '" + format::visible(path) + "'" +
+         (fs::path(path).is_absolute() ? "" : " (relative to " + fs::current_path(ec).string() + ")") + ": " + why;
+}
+
+std::ifstream open_input(const std::string& path, const char* key) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    DT_USAGE("dtrain report: option '", key, "': '", format::visible(path), "' is a folder, not a file");
+  std::ifstream f(path);
+  if (!f) DT_USAGE("dtrain report: option '", key, "': ", cannot_open(path, errno));
+  return f;
 }
 
 MeasuredRun read_run(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) DT_USAGE("dtrain report: option 'metrics': ", cannot_open(path, errno));
+  std::ifstream f = open_input(path, "metrics");
   MeasuredRun r;
   r.file = path;
   std::vector<double> st, tc, ips;

@@ -27,6 +27,7 @@
 
 #include <mpi.h>
 
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,9 @@ MeasuredRun read_run(const std::string& path);
 // "cannot open 'PATH': why" for a file that failed to open with errno `err`
 // (a dangling symbolic link says where it points).
 std::string cannot_open(const std::string& path, int err);
+// `path` opened for reading; UsageError naming option `key` when it is a
+// folder or cannot be opened (with why).
+std::ifstream open_input(const std::string& path, const char* key);
 
 // Machine CPU counters at the start of a run (collective bookkeeping helper).
 struct RunClock {

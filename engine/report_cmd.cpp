@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <charconv>
 #include <boost/program_options.hpp>
+#include <sys/stat.h>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -29,8 +30,7 @@ namespace dtrain::engine {
 namespace {
 
 Profile read_profile(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) DT_USAGE("dtrain report: option 'profile': ", cannot_open(path, errno));
+  std::ifstream f = open_input(path, "profile");
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(f);
@@ -325,7 +325,9 @@ std::string column_text(const std::string& name, size_t width) {
   for (size_t i = 0; i < name.size();) {
     const auto b = static_cast<unsigned char>(name[i]);
     size_t len = b < 0x80 ? 1 : (b >> 5) == 0x6 ? 2 : (b >> 4) == 0xe ? 3 : (b >> 3) == 0x1e ? 4 : 1;
-    len = std::min(len, name.size() - i);
+    if (i + len > name.size()) len = 1;
+    for (size_t k = 1; k < len; ++k)  // a lead byte without its continuation bytes is a stray byte
+      if ((static_cast<unsigned char>(name[i + k]) & 0xc0) != 0x80) len = 1;
     std::string c = name.substr(i, len);
     if (len == 1 && (b < 0x20 || b >= 0x7f)) c = visible(c);  // a control or stray byte
     // \xNN takes 4 columns: counted as 4 one-column characters.
@@ -361,18 +363,19 @@ int cmd_report(const std::vector<std::string>& args) {
   std::vector<MeasuredRun> runs;
   // A file given twice counts once: `runs/NAME/*/metrics.jsonl` also matches
   // latest/, which gave the newest run twice the weight in the medians.
-  std::vector<std::pair<std::filesystem::path, std::string>> seen;  // canonical, as typed
+  // The same file is the same device and inode (a hard link too).
+  std::vector<std::pair<std::pair<dev_t, ino_t>, std::string>> seen;  // (device, inode), as typed
   for (const auto& f : o.files) {
-    std::error_code ec;
-    const std::filesystem::path real = std::filesystem::canonical(f, ec);
-    if (!ec) {
-      const auto same = std::find_if(seen.begin(), seen.end(), [&](const auto& p) { return p.first == real; });
+    struct stat st{};
+    if (::stat(f.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+      const std::pair<dev_t, ino_t> id{st.st_dev, st.st_ino};
+      const auto same = std::find_if(seen.begin(), seen.end(), [&](const auto& p) { return p.first == id; });
       if (same != seen.end()) {
-        std::fprintf(stderr, "dtrain report: '%s' is the file '%s' already given: counted once\n", f.c_str(),
-                     same->second.c_str());
+        std::fprintf(stderr, "dtrain report: '%s' is the file '%s' already given: counted once\n",
+                     visible(f).c_str(), visible(same->second).c_str());
         continue;
       }
-      seen.emplace_back(real, f);
+      seen.emplace_back(id, f);
     }
     runs.push_back(read_run(f));
   }

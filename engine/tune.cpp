@@ -169,6 +169,7 @@ int cmd_tune(const std::vector<std::string>& args) {
     // Tune's own numbers as train's (the job's are checked when the job is read):
     // `--link-gbps 1e-400` was read as 0, "measure".
     refuse_bad_numbers(parsed, desc, "dtrain tune: ");
+    refuse_control_characters(parsed, "dtrain tune: ");  // --out $'t\e.ini' made such files after profiling
     po::store(parsed, vm);
     po::notify(vm);
     job_args = po::collect_unrecognized(parsed.options, po::include_positional);
@@ -180,6 +181,10 @@ int cmd_tune(const std::vector<std::string>& args) {
     return kExitOk;
   }
   t.candidates = parse_ints("candidates", candidates, kMaxMinibatch);
+  if (t.out.empty()) DT_USAGE("dtrain tune: option 'out' is empty (the tuned job file)");  // it failed after profiling
+  if (t.out.starts_with("--"))
+    DT_USAGE("dtrain tune: option 'out' got the value '", visible(t.out),
+             "', which looks like an option: was its value left empty (an unset shell variable)?");
   if (vm.count("gpus-per-node")) {
     if (!vm["workers-per-node"].defaulted() && gpus_alias != t.workers_per_node)
       DT_USAGE("dtrain tune: options 'workers-per-node' (", t.workers_per_node, ") and its alias 'gpus-per-node' (",
@@ -214,7 +219,7 @@ int cmd_tune(const std::vector<std::string>& args) {
     if (nearest_train_option(name) == name) continue;
     std::string near = nearest_option(name, desc);
     if (near.empty()) near = nearest_train_option(name);
-    DT_USAGE("dtrain tune: unrecognised option '--", name, "'", near.empty() ? std::string() : " (did you mean --" + near + "?)");
+    DT_USAGE("dtrain tune: unrecognised option '--", visible(name), "'", near.empty() ? std::string() : " (did you mean --" + near + "?)");
   }
   TrainConfig cfg;
   if (!parse_train_args(job_args, cfg)) {

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "comm/discovery.hpp"
@@ -365,6 +366,18 @@ int run_tune(const TuneOptions& t, TrainConfig cfg, MPI_Comm world) {
   // The job's model and its mean/std as train checks them, before profiling
   // (a mean of the wrong length failed inside the profiling as an internal check).
   check_normalization(cfg, make_job_net(cfg, 1, classes).input_shape().c());
+  if (!cfg.test_data.empty()) open_job_dataset(cfg.test_data, "test-data");  // the tuned job names it
+  // A value holding '#' would read back cut at it (a comment) from the tuned job file.
+  {
+    std::istringstream lines(job_file_text(cfg));
+    std::string line;
+    while (std::getline(lines, line))
+      if (const size_t hash = line.find('#'); hash != std::string::npos) {
+        const size_t eq = line.find(" = ");
+        DT_USAGE("option '", line.substr(0, eq), "': '", visible(line.substr(eq + 3)),
+                 "' holds '#', which the tuned job file would read as the start of a comment (rename it)");
+      }
+  }
   measure_memory(cfg.model, classes, prof);
   // The candidates that fit the budget: only those are profiled.
   const double budget = memory_budget(t, rank, world);

@@ -208,11 +208,20 @@ ConvertSummary convert_fashion_mnist(const std::string& src_dir, const std::stri
   if (h != test.img.rows || w != test.img.cols)
     DT_USAGE(src_dir, ": train images are ", h, "x", w, " (", kFiles[0], ") but test images are ", test.img.rows,
              "x", test.img.cols, " (", kFiles[2], "; nothing written)");
-  const bool made = !fs::exists(out_dir, ec);
+  // The folders this call makes (the first missing ancestor and below), removed
+  // again on a failure.
+  fs::path made;
+  for (fs::path p = fs::absolute(out_dir, ec); !p.empty() && !fs::exists(p, ec) && !fs::is_symlink(p, ec);
+       p = p.parent_path()) {
+    made = p;
+    if (p == p.parent_path()) break;
+  }
   fs::create_directories(out_dir, ec);
-  if (ec)
-    DT_USAGE(out_dir, ": cannot create directory: ", ec.message(),
+  if (ec) {
+    const std::string why = ec.message();
+    DT_USAGE(out_dir, ": cannot create directory: ", why,
              fs::is_symlink(out_dir, ec) ? " (it is a symbolic link to a path that does not exist)" : "");
+  }
 
   ConvertSummary s;
   s.train_path = (out / "fashion-mnist-train.h5").string();
@@ -226,7 +235,12 @@ ConvertSummary convert_fashion_mnist(const std::string& src_dir, const std::stri
     wtrain->commit();
     wtest->commit();
   } catch (...) {
-    if (made) fs::remove(out_dir, ec);  // only when empty
+    // Leaf first, each only when empty, up to the first folder this call made.
+    if (!made.empty())
+      for (fs::path p = fs::absolute(out_dir, ec).lexically_normal(); ; p = p.parent_path()) {
+        fs::remove(p, ec);
+        if (p == made.lexically_normal() || p == p.parent_path()) break;
+      }
     throw;
   }
   s.n_train = train.img.n;

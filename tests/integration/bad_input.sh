@@ -51,6 +51,26 @@ expect_exit 2 "job file '$J': option 'train-data': /nonexistent.h5" -- "$DTRAIN"
 printf 'model = lenet5\ntrain-data = %s\nrun-name = ab\0cd\n' "$D/fashion-mnist-train.h5" > "$J"
 expect_exit 2 "job file '$J': line 3 holds the control character \x00" -- timeout 60 "$DTRAIN" train --job "$J" --runs-dir "$WORK/nul-runs"
 [ ! -e "$WORK/nul-runs" ] || fail "a refused job made its runs folder"
+# tune's own options and the values it writes into the tuned job file are
+# checked before profiling (--out $'t\e.ini' made such files after it; a '#'
+# in a path read back cut at it; a missing test set was copied into the job).
+printf 'model = lenet5\ntrain-data = %s\n' "$D/fashion-mnist-train.h5" > "$J"
+tune=("$DTRAIN" tune --job "$J" --nodes 1 --workers-per-node 1 --candidates 16 --profile-steps 1)
+expect_exit 2 "dtrain tune: option 'out' got 't\x1b.ini', which holds the control character \x1b" -- "${tune[@]}" --out $'t\e.ini'
+expect_exit 2 "dtrain tune: option 'out' is empty" -- "${tune[@]}" --out ''
+ln -sfn "$D/fashion-mnist-train.h5" "$WORK/tr#1.h5"
+expect_exit 2 "command line: option 'train-data': '$WORK/tr#1.h5' holds '#'" -- "${tune[@]}" --train-data "$WORK/tr#1.h5" --out "$WORK/bad-tuned.ini"
+expect_exit 2 "command line: option 'test-data': /nonexistent.h5" -- "${tune[@]}" --test-data /nonexistent.h5 --out "$WORK/bad-tuned.ini"
+[ ! -e "$WORK/bad-tuned.ini" ] && [ -z "$(ls "$WORK" | grep -a $'\e' || true)" ] || fail "a refused tune wrote its output"
+# Names and values with escape sequences are shown as \xNN, never raw.
+out=$("$DTRAIN" train --run-name $'--\e[31mred' 2>&1 || true)
+grep -qF "got the value '--\x1b[31mred'" <<<"$out" && ! grep -q $'\e' <<<"$out" || fail "an option-like value printed raw: $(cat -A <<<"$out")"
+expect_exit 2 "unknown command 'tr\x1bain'" -- "$DTRAIN" $'tr\eain'
+# dtrain report: a folder, a link loop.
+expect_exit 2 "option 'metrics': '$WORK' is a folder, not a file" -- "$DTRAIN" report --metrics "$WORK"
+ln -sfn loopB "$WORK/loopA"; ln -sfn loopA "$WORK/loopB"
+expect_exit 2 "cannot open '$WORK/loopA': Too many levels of symbolic links" -- "$DTRAIN" report --metrics "$WORK/loopA"
+rm -f "$WORK/loopA" "$WORK/loopB" "$WORK/tr#1.h5"
 # A run name longer than a folder name may be failed after start-up (exit 1, "File name too long").
 expect_exit 2 "bytes long, more than the 255 a folder name may have" -- \
   "$DTRAIN" train --train-data "$D/fashion-mnist-train.h5" --run-name "$(printf 'y%.0s' $(seq 300))" --runs-dir "$WORK/long-runs"

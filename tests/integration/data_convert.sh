@@ -12,3 +12,12 @@ expect_exit 2 /nonexistent -- "$DTRAIN" data fashion-mnist --src /nonexistent --
 expect_exit 2 "(the source folder is \$DTRAIN_FASHION_DIR, as --src was not given)" -- \
   env DTRAIN_FASHION_DIR=/nonexistent "$DTRAIN" data fashion-mnist --out "$WORK/x"
 [ ! -e "$WORK/x" ] || fail "a refused conversion left $WORK/x"
+# A write that fails (a full disk: here a file-size limit below the training
+# split's 47 MB) leaves no file and none of the folders the call made.
+rc=0; (trap '' XFSZ; ulimit -f 20000; exec "$DTRAIN" data fashion-mnist --out "$WORK/n1/n2/n3") > "$WORK/n1.log" 2>&1 || rc=$?
+[ "$rc" = 1 ] || fail "a conversion over the file-size limit: exit $rc, wanted 1: $(cat "$WORK/n1.log")"
+[ ! -e "$WORK/n1" ] || fail "a failed conversion left $(find "$WORK/n1")"
+echo "ok: a failed write leaves no file and no folder it made"
+# A control character in an environment variable is refused, not made a folder's name.
+expect_exit 2 "environment variable DTRAIN_DATA_DIR='dd\x1b[31m' holds the control character \x1b" -- \
+  env DTRAIN_DATA_DIR=$'dd\e[31m' "$DTRAIN" data fashion-mnist

@@ -70,8 +70,10 @@ expect_exit 2 "option 'candidates': 16000 × 4 worker(s) = 64000 images per step
   "$DTRAIN" tune "${job[@]}" --nodes 2 --workers-per-node 2 --candidates 16,16000 --out "$W/x.ini"
 expect_exit 2 "option 'candidates': '16' in '16,32,16', which is given twice" -- \
   "$DTRAIN" tune "${job[@]}" --candidates 16,32,16 --out "$W/x.ini"
-expect_exit 2 "option 'candidates': '8\x0c' in '8\x0c,16', which is not an integer" -- \
+expect_exit 2 "option 'candidates' got '8\x0c,16', which holds the control character \x0c" -- \
   "$DTRAIN" tune "${job[@]}" --candidates $'8\f,16' --out "$W/x.ini"
+expect_exit 2 "option 'candidates': '8\xc2\xa0' in '8\xc2\xa0,16', which is not an integer" -- \
+  "$DTRAIN" tune "${job[@]}" --candidates $'8\xc2\xa0,16' --out "$W/x.ini"
 touch "$W/afile"
 expect_exit 2 "is not a folder" -- "$DTRAIN" tune "${job[@]}" --candidates 8 --out "$W/afile/x.ini"
 # An existing tuned job is never replaced silently.
