@@ -134,10 +134,11 @@ layers::Net make_job_net(const TrainConfig& cfg, int minibatch, int classes) {
 }
 
 void check_normalization(const TrainConfig& cfg, int64_t channels) {
-  if (!cfg.mean.empty() && static_cast<int64_t>(cfg.mean.size()) != channels)
-    DT_USAGE("option 'mean': ", cfg.mean.size(), " values for ", channels, " channels");
-  if (!cfg.std.empty() && static_cast<int64_t>(cfg.std.size()) != channels)
-    DT_USAGE("option 'std': ", cfg.std.size(), " values for ", channels, " channels");
+  for (const auto& [key, values] : {std::pair<const char*, const std::vector<float>&>{"mean", cfg.mean}, {"std", cfg.std}})
+    if (!values.empty() && static_cast<int64_t>(values.size()) != channels)
+      DT_USAGE("option '", key, "': ", values.size(), values.size() == 1 ? " value" : " values",
+               ", but the model's input has ", channels, channels == 1 ? " channel" : " channels",
+               " (one value per channel)");
 }
 
 io::InputTransform input_transform(const TrainConfig& cfg, const layers::Shape& in, bool train) {

@@ -38,9 +38,9 @@ expect_exit 2 "job file '$J': option 'momentum': must be in [0, 1), got 1.5" -- 
 # was written too, in train and in tune (tune's mean of the wrong length had
 # failed inside its profiling as an internal check, exit 1).
 printf 'model = lenet5\ntrain-data = %s\nmean = 0.5,0.5\n' "$D/fashion-mnist-train.h5" > "$J"
-expect_exit 2 "job file '$J': option 'mean': 2 values for 1 channels" -- "$DTRAIN" train --job "$J" --max-steps 1
-expect_exit 2 "job file '$J': option 'mean': 2 values for 1 channels" -- "$DTRAIN" tune --job "$J" --nodes 1 --workers-per-node 1 --out "$WORK/bad-tuned.ini"
-expect_exit 2 "command line: option 'std': 3 values for 1 channels" -- "$DTRAIN" train --job "$J" --mean 0.5 --std 1,1,1
+expect_exit 2 "job file '$J': option 'mean': 2 values, but the model's input has 1 channel (one value per channel)" -- "$DTRAIN" train --job "$J" --max-steps 1
+expect_exit 2 "job file '$J': option 'mean': 2 values, but the model's input has 1 channel (one value per channel)" -- "$DTRAIN" tune --job "$J" --nodes 1 --workers-per-node 1 --out "$WORK/bad-tuned.ini"
+expect_exit 2 "command line: option 'std': 3 values, but the model's input has 1 channel" -- "$DTRAIN" train --job "$J" --mean 0.5 --std 1,1,1
 expect_exit 2 "command line: option 'model': unknown model 'lenett'" -- "$DTRAIN" tune --job "$J" --mean 0.5 --model lenett --nodes 1 --workers-per-node 1 --out "$WORK/bad-tuned.ini"
 expect_exit 2 "command line: option 'train-data': /nonexistent.h5" -- "$DTRAIN" tune --job "$J" --train-data /nonexistent.h5 --nodes 1 --workers-per-node 1 --out "$WORK/bad-tuned.ini"
 printf 'model = lenet5\ntrain-data = /nonexistent.h5\n' > "$J"
