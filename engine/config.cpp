@@ -397,6 +397,8 @@ bool parse_train_args(const std::vector<std::string>& args, TrainConfig& cfg) {
     // read as unknown with the mark invisible in the message.
     if (body.starts_with("\xEF\xBB\xBF")) body.erase(0, 3);
     const auto line_of = [&](size_t at) { return 1 + std::count(body.begin(), body.begin() + at, '\n'); };
+    if (body.starts_with(std::string("\xFF\xFE\0\0", 4)) || body.starts_with(std::string("\0\0\xFE\xFF", 4)))
+      DT_USAGE("job file '", path, "' is UTF-32 (it starts with a UTF-32 byte-order mark): save it as UTF-8");
     if (body.starts_with("\xFF\xFE") || body.starts_with("\xFE\xFF"))
       DT_USAGE("job file '", path, "' is UTF-16 (it starts with a UTF-16 byte-order mark): save it as UTF-8");
     // A job file is text. A control character (a NUL cut a path short and made
@@ -407,7 +409,8 @@ bool parse_train_args(const std::vector<std::string>& args, TrainConfig& cfg) {
         c != body.end()) {
       const size_t at = static_cast<size_t>(c - body.begin());
       const size_t from = body.rfind('\n', at) == std::string::npos ? 0 : body.rfind('\n', at) + 1;
-      const size_t to = std::min(body.find('\n', at), body.size());
+      size_t to = std::min(body.find('\n', at), body.size());
+      if (to > from && body[to - 1] == '\r') --to;  // a CRLF line is shown without its CR
       DT_USAGE("job file '", path, "': line ", line_of(at), " holds the control character ",
                visible(std::string(1, *c)), ": '", shown_line(body.substr(from, to - from)),
                "' (a job file is text: key = value lines",
@@ -419,8 +422,9 @@ bool parse_train_args(const std::vector<std::string>& args, TrainConfig& cfg) {
     if (const size_t cr = body.find('\r'); cr != std::string::npos)
       for (size_t at = cr; at != std::string::npos; at = body.find('\r', at + 1))
         if (at + 1 == body.size() || body[at + 1] != '\n')
-          DT_USAGE("job file '", path, "': line ", line_of(at), " has a lone carriage return (\\r, old Mac line endings): save the file with \\n or "
-                   "\\r\\n line endings");
+          DT_USAGE("job file '", path, "': line ", line_of(at), " has a lone carriage return (\\r",
+                   body.find('\n') == std::string::npos ? ", old Mac line endings): save the file with \\n or \\r\\n line endings"
+                                                         : " inside a line): remove it");
     // Boost reads "[name]" as a section and its keys as "name.key", which
     // would be refused as unknown keys without saying why. A section is what
     // Boost takes for one: a line that is "[…]" once trimmed.

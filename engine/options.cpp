@@ -79,7 +79,9 @@ void rethrow_usage(const po::error& e, const std::string& where, const po::optio
     if (!near.empty()) hint = job_file ? " (did you mean key '" + near + "'?)" : " (did you mean --" + near + "?)";
     // A name with invisible bytes (a no-break space pasted before a key) is
     // shown as \xNN: Boost's message printed them raw.
-    if (visible(name) != name) DT_USAGE(where, "unrecognised option '", visible(name), "'", hint);
+    // A long name (a pasted line) is cut at 120 bytes.
+    if (visible(name) != name || name.size() > 120)
+      DT_USAGE(where, "unrecognised option '", visible(name.substr(0, 120)), name.size() > 120 ? "…" : "", "'", hint);
   }
   DT_USAGE(where, e.what(), hint);
 }

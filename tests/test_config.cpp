@@ -431,7 +431,18 @@ TEST_CASE("control characters: refused in a job file with their line, and in com
   // A key with invisible bytes is shown as \xNN (Boost printed them raw).
   const std::string nbsp = write_job("nbsp.ini", "\xc2\xa0seed = 2\n");
   CHECK_THAT(usage_message({"--job", nbsp}), Catch::Contains("unrecognised option '\\xc2\\xa0seed'"));
-  for (const auto& f : {nul, esc, noname, utf16, tabs, nbsp}) std::filesystem::remove(f);
+  // A CRLF line is shown without its CR; UTF-32 is named; a CR inside an LF
+  // file's line is no old Mac line ending; a long unknown key is cut.
+  const std::string crlf = write_job("crlfesc.ini", "model = lenet5\r\nrun-name = a\x1b\r\n");
+  CHECK(usage_message({"--job", crlf}) == "job file '" + crlf + "': line 2 holds the control character \\x1b: "
+                                           "'run-name = a\\x1b' (a job file is text: key = value lines)");
+  const std::string utf32 = write_job("utf32.ini", std::string("\xFF\xFE\0\0m\0\0\0", 8));
+  CHECK_THAT(usage_message({"--job", utf32}), Catch::EndsWith("is UTF-32 (it starts with a UTF-32 byte-order mark): save it as UTF-8"));
+  const std::string cr = write_job("cr.ini", "model = lenet5\nrun-name = a\rb\n");
+  CHECK(usage_message({"--job", cr}) == "job file '" + cr + "': line 2 has a lone carriage return (\\r inside a line): remove it");
+  const std::string longkey = write_job("longkey.ini", std::string(300, 'k') + " = 1\n");
+  CHECK(usage_message({"--job", longkey}) == "job file '" + longkey + "': unrecognised option '" + std::string(120, 'k') + "…'");
+  for (const auto& f : {nul, esc, noname, utf16, tabs, nbsp, crlf, utf32, cr, longkey}) std::filesystem::remove(f);
 }
 
 TEST_CASE("a job file with old Mac line endings is refused naming the line", "[config]") {
