@@ -36,6 +36,13 @@ inline std::string missing_path(const std::string& p) {
   return ec ? p : p + " (relative to " + cwd.string() + ")";
 }
 
+// A byte below 0x20 other than tab, or 0x7f: refused in job files, option
+// values and the folders named by environment variables.
+inline bool is_control_character(char c) {
+  const auto u = static_cast<unsigned char>(c);
+  return (u < 0x20 && c != '\t') || u == 0x7f;
+}
+
 // A form feed or a no-break space pasted after a value made "got '0.05'" look
 // valid; an escape sequence in a name reached the terminal.
 inline std::string visible(const std::string& v) {

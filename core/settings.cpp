@@ -18,10 +18,10 @@ std::string get_text_or(const char* name, const std::string& fallback) {
   const std::string value = get_or(name, fallback);
   // A control character (an escape sequence) reached the terminal in messages
   // and became part of folder names ($DTRAIN_DATA_DIR).
-  for (const unsigned char c : value)
-    if ((c < 0x20 && c != '\t') || c == 0x7f)
+  for (const char c : value)
+    if (format::is_control_character(c))
       DT_USAGE("environment variable ", name, "='", format::visible(value), "' holds the control character ",
-               format::visible(std::string(1, static_cast<char>(c))), " (a value is printable text)");
+               format::visible(std::string(1, c)), " (a value is printable text)");
   return value;
 }
 

@@ -110,11 +110,6 @@ void refuse_control_characters(const po::parsed_options& parsed, const std::stri
                  visible(std::string(1, *c)), " (a value is printable text)");
 }
 
-bool is_control_character(char c) {
-  const auto u = static_cast<unsigned char>(c);
-  return (u < 0x20 && c != '\t') || u == 0x7f;
-}
-
 namespace {
 
 bool digit(char c) { return c >= '0' && c <= '9'; }

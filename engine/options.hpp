@@ -56,7 +56,7 @@ void refuse_bad_numbers(const po::parsed_options& parsed, const po::options_desc
 // a path short and made the run folder's mkdir loop forever. Called after
 // refuse_bad_numbers, whose messages for numbers say more.
 void refuse_control_characters(const po::parsed_options& parsed, const std::string& where);
-bool is_control_character(char c);
+using format::is_control_character;  // core/format.hpp
 
 // The same reading of one number for the list and range options (mean, std,
 // lr-milestones, rrc-scale; tune's candidates): "" when `text` is a float
