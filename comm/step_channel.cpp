@@ -100,10 +100,17 @@ StepTimes StepChannel::finish(float* params, float* grads, const std::function<v
     step_done_ = true;
   } else {
     cv_work_.notify_all();
-    if (timeout_s_ <= 0) cv_done_.wait(lk, [&] { return step_done_; });
-    else if (!cv_done_.wait_for(lk, std::chrono::duration<double>(timeout_s_), [&] { return step_done_; })) {
-      lk.unlock();
-      abort_stalled();
+    if (timeout_s_ <= 0) {
+      cv_done_.wait(lk, [&] { return step_done_; });
+    } else {  // in slices of at most a quarter of the timeout, so a stop of this process is seen (LiveTimer)
+      LiveTimer waited(timeout_s_ / 2);
+      waited.start(Clock::now());
+      const std::chrono::duration<double> slice(std::min(timeout_s_ / 4, 1.0));
+      while (!cv_done_.wait_for(lk, slice, [&] { return step_done_; })) {
+        if (waited.elapsed(Clock::now()) < timeout_s_) continue;
+        lk.unlock();
+        abort_stalled();
+      }
     }
   }
   in_step_ = false;

@@ -84,8 +84,7 @@ double measure_poll_cost(int polls, double* period_s) {
 namespace detail {
 
 WaitDeadline::WaitDeadline(double timeout_s, std::function<void()> on_expiry)
-    : timeout_(std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s))),
-      on_expiry_(std::move(on_expiry)) {
+    : timeout_s_(timeout_s), waited_(timeout_s / 2), on_expiry_(std::move(on_expiry)) {
   DT_CHECK(t_deadline == nullptr, "WaitDeadline: this thread already has one");
   if (timeout_s > 0) t_deadline = this;
 }
@@ -96,10 +95,10 @@ WaitDeadline::~WaitDeadline() {
 
 void WaitDeadline::check(Clock::time_point now) {
   if (!armed_) {  // the first wait that did not complete at once starts the clock
-    end_ = now + timeout_;
+    waited_.start(now);
     armed_ = true;
   }
-  if (now < end_) return;
+  if (waited_.elapsed(now) < timeout_s_) return;
   on_expiry_();
   DT_FAIL("a wait passed its deadline");  // on_expiry should not return
 }

@@ -51,6 +51,35 @@ inline constexpr double kSleepMaxS = 200e-6;  // longest sleep between two polls
 // timer's slack) in *period_s.
 double measure_poll_cost(int polls, double* period_s);
 
+// How long a wait has lasted while this process ran. Read at least every
+// max_gap_s while waiting; a read that comes more than max_gap_s after the
+// previous one means this process itself was stopped (SIGSTOP, Ctrl-Z on
+// mpirun, Slurm's `scontrol suspend`, gang scheduling) or starved of its core,
+// and the wait restarts from that read: the peers were suspended with it, or
+// their silence was not their fault. Without it a whole job suspended for
+// longer than --comm-timeout aborted the moment it was continued. The rule of
+// the heartbeat's watchdog (watchdog.cpp), the exchange's --comm-timeout
+// (step_channel.cpp, WaitDeadline below) alike.
+class LiveTimer {
+ public:
+  using Clock = std::chrono::steady_clock;
+  explicit LiveTimer(double max_gap_s)
+      : max_gap_(std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(max_gap_s))) {}
+  // Starts (or restarts) the wait at `now`.
+  void start(Clock::time_point now) { start_ = last_ = now; }
+  // Seconds waited at `now` since start(), or since the last read that came
+  // after a gap of more than max_gap_s (itself the new start).
+  double elapsed(Clock::time_point now) {
+    if (now - last_ > max_gap_) start_ = now;
+    last_ = now;
+    return std::chrono::duration<double>(now - start_).count();
+  }
+
+ private:
+  Clock::duration max_gap_;
+  Clock::time_point start_{}, last_{};
+};
+
 // MPI_Wait under the process's policy, for callers outside comm/ (the
 // engine's stop agreement, engine/preemption.hpp).
 void wait_request(MPI_Request& req);
@@ -61,7 +90,8 @@ namespace detail {
 // alive, those waits poll (MPI_Test*, busy under the spin policy) and call
 // on_expiry once timeout_s has passed since the first of them found its
 // requests incomplete (the clock is read only then: a step whose messages
-// are already there reads none); on_expiry must not return (it ends the job:
+// are already there reads none), not counting a time this process was
+// stopped (LiveTimer, with a gap of timeout_s / 2); on_expiry must not return (it ends the job:
 // StepChannel::abort_stalled). timeout_s ≤ 0: no deadline. One per thread at
 // a time; not copyable.
 class WaitDeadline {
@@ -75,8 +105,8 @@ class WaitDeadline {
   void check(std::chrono::steady_clock::time_point now);
 
  private:
-  std::chrono::steady_clock::duration timeout_;
-  std::chrono::steady_clock::time_point end_{};
+  double timeout_s_;
+  LiveTimer waited_;
   bool armed_ = false;
   std::function<void()> on_expiry_;
 };

@@ -15,7 +15,7 @@
 // r−1 was silent for more than timeout_s prints the one-line message and calls
 // MPI_Abort. A poll that comes more than timeout_s / 2 after the previous one
 // means this process itself was stopped or starved: the silence is then not
-// the predecessor's fault and its clock restarts.
+// the predecessor's fault and its clock restarts (LiveTimer, wait.hpp).
 // Leaving (destructor): bye to r+1 unless r+1 said gone, gone to r−1 unless
 // r−1 said bye, receives cancelled; every wait is bounded (kLeaveWaitS) and a
 // request that did not complete by then is freed (its buffer leaked: MPI may
@@ -28,6 +28,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "comm/wait.hpp"
 #include "core/error.hpp"
 #include "core/format.hpp"
 
@@ -123,8 +124,8 @@ Watchdog::~Watchdog() {
 }
 
 void Watchdog::report(const std::string& why, int64_t last_step) {
-  const std::string step = last_step >= 0 ? detail::concat("its last step: ", last_step + 1) : "it reported no step yet";
-  const std::string what = detail::concat("rank ", pred_, " (", pred_name_, ") stopped responding: ", why, " (", step,
+  const std::string step = last_step >= 0 ? ::dtrain::detail::concat("its last step: ", last_step + 1) : "it reported no step yet";
+  const std::string what = ::dtrain::detail::concat("rank ", pred_, " (", pred_name_, ") stopped responding: ", why, " (", step,
                                           "); ending the job");
   record_failure(what);
   std::fprintf(stderr, "dtrain: error: %s\n", what.c_str());
@@ -157,22 +158,23 @@ void Watchdog::loop() {
   post_recv();
   if (MPI_Irecv(b->gone, 2, MPI_INT64_T, succ_, kTagGone, comm_, &gone) != MPI_SUCCESS) sending = false;
 
-  Clock::time_point heard_at = Clock::now(), sent_at = heard_at, polled_at = heard_at;
+  Clock::time_point sent_at = Clock::now();
+  LiveTimer silence(o_.timeout_s / 2);  // since the predecessor's last message
+  silence.start(sent_at);
   int64_t sent_step = 0;
   bool sent_any = false;
   std::unique_lock<std::mutex> lk(mu_);
   while (!quit_) {
     lk.unlock();
     const Clock::time_point now = Clock::now();
-    if (seconds(now - polled_at) > o_.timeout_s / 2) heard_at = now;  // this process was stopped or starved
-    polled_at = now;
+    silence.elapsed(now);  // restarts it if this process was stopped or starved since the last poll
     // Every beat that arrived from the predecessor.
     while (watching) {
       int done = 0;
       const int rc = MPI_Test(&recv, &done, MPI_STATUS_IGNORE);
       if (rc != MPI_SUCCESS) report("its connection failed (" + mpi_error(rc) + ")", peer_step);
       if (!done) break;
-      heard_at = now;
+      silence.start(now);
       if (b->in[0] == kBye) {
         watching = false;
         break;
@@ -212,10 +214,10 @@ void Watchdog::loop() {
           record_failure(text);
       }
     }
-    if (watching && seconds(now - heard_at) > o_.timeout_s) {
+    if (const double silent_s = silence.elapsed(now); watching && silent_s > o_.timeout_s) {
       char gap[32];
-      std::snprintf(gap, sizeof gap, "%.1f", seconds(now - heard_at));
-      report(detail::concat("no heartbeat for ", gap, " s"), peer_step);
+      std::snprintf(gap, sizeof gap, "%.1f", silent_s);
+      report(::dtrain::detail::concat("no heartbeat for ", gap, " s"), peer_step);
     }
     lk.lock();
     cv_.wait_for(lk, kPoll, [this] { return quit_; });

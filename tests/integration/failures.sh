@@ -93,3 +93,33 @@ stall server 4 5 --mode hybrid --ps 1 --ranks-per-node 2
 # LeNet-5's arena is one allreduce bucket: its steps run inline in finish_step
 # (comm/exchange.hpp), under the same --comm-timeout.
 stall "worker (inline allreduce steps)" 1 2 --mode allreduce
+# A whole job suspended (every rank stopped, as Ctrl-Z on mpirun, Slurm's
+# `scontrol suspend` and gang scheduling do) for longer than --comm-timeout is
+# not a stall: continued, it trains to its end. It aborted the moment it was
+# continued ("did not complete within 3 s"): the timeout counted the time the
+# job was stopped (comm::LiveTimer). The heartbeat is off: it has its own rule.
+suspend() {
+  local what=$1 np=$2; shift 2
+  local job ranks="" p log="$SCRATCH/suspend.$np.log"
+  ( set +e; bounded 180 mpirun -np "$np" --oversubscribe --bind-to none "$DTRAIN" train "${args[@]}" --minibatch 16 \
+      --max-steps 3000 --comm-timeout 3 --heartbeat-timeout 0 "$@" > "$log" 2>&1; echo "rc=$?" >> "$log" ) &
+  job=$!
+  for _ in $(seq 1 150); do grep -q "steps/epoch" "$log" 2>/dev/null && break; sleep 0.2; done
+  sleep 1
+  for p in $(pgrep -f "$DTRAIN train"); do
+    tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -q "^OMPI_COMM_WORLD_RANK=" && ranks="$ranks $p"
+  done
+  [ "$(wc -w <<<"$ranks")" = "$np" ] || fail "found ranks '$ranks' of $np: $(cat "$log")"
+  grep -q "^rc=" "$log" && fail "the job ended before it was suspended: $(tail -5 "$log")"
+  # shellcheck disable=SC2086
+  kill -STOP $ranks
+  sleep 8
+  # shellcheck disable=SC2086
+  kill -CONT $ranks
+  wait "$job" || true
+  grep -q "did not complete within" "$log" && fail "a suspended $what job was aborted as stalled: $(tail -5 "$log")"
+  grep -qx "rc=0" "$log" || fail "a suspended $what job did not end normally: $(tail -8 "$log")"
+  echo "ok: a $what job suspended for 8 s (--comm-timeout 3) trained on to its end"
+}
+suspend "hybrid (communication thread)" 5 --mode hybrid --ps 1 --ranks-per-node 2
+suspend "allreduce (inline steps)" 2 --mode allreduce
