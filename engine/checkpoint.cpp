@@ -41,6 +41,38 @@ int64_t layout_hash(const layers::Net& net) {
   return static_cast<int64_t>(h & 0x7fffffffffffffffull);
 }
 
+// What the job trains on, and how, beyond the optimisation's numbers: kept in
+// each checkpoint as "input:KEY" strings and compared on resume, where a
+// difference is logged as a changed lr is. A job file edited between a stop
+// and its requeue (another training file of the same size, other mean/std,
+// augmentation, clipping) resumed without a word (a break report,
+// 2026-12-05). A checkpoint written before them holds none: nothing compared.
+std::vector<std::pair<std::string, std::string>> input_settings(const TrainConfig& cfg) {
+  auto list = [](const std::vector<float>& v) {
+    std::string t;
+    for (float x : v) {
+      if (!t.empty()) t += ',';
+      t += format::shortest(x);
+    }
+    return t.empty() ? std::string("(default)") : t;
+  };
+  auto yes = [](bool b) { return std::string(b ? "true" : "false"); };
+  std::error_code ec;  // the absolute path: a requeue from another folder names the same file
+  const std::filesystem::path data = std::filesystem::weakly_canonical(cfg.train_data, ec);
+  return {{"train-data", ec ? cfg.train_data : data.string()},
+          {"mean", list(cfg.mean)},
+          {"std", list(cfg.std)},
+          {"augment", io::crop_mode_name(cfg.augment)},
+          {"augment-pad", std::to_string(cfg.augment_pad)},
+          {"augment-flip", yes(cfg.augment_flip)},
+          {"rrc-scale", range_text(cfg.rrc_scale_min, cfg.rrc_scale_max)},
+          {"rrc-ratio", range_text(cfg.rrc_ratio_min, cfg.rrc_ratio_max)},
+          {"dropout", format::shortest(cfg.dropout)},
+          {"clip-grad-norm", format::shortest(cfg.clip_grad_norm)},
+          {"decay-bias-bn", yes(cfg.decay_bias_bn)}};
+}
+constexpr const char* kInputPrefix = "input:";
+
 // Chunked MPI_Bcast of floats (counts above 2^31 − 1 are cut).
 void bcast_floats(float* p, size_t n, MPI_Comm comm) {
   constexpr size_t kChunk = size_t{1} << 30;
@@ -290,6 +322,8 @@ bool Checkpointer::prepare() {
     if (s.reals.count("momentum")) note("momentum", format::shortest(static_cast<float>(real("momentum"))), format::shortest(cfg.momentum));
     if (s.reals.count("weight_decay"))
       note("weight-decay", format::shortest(static_cast<float>(real("weight_decay"))), format::shortest(cfg.weight_decay));
+    for (const auto& [k, v] : input_settings(cfg))
+      if (auto it = s.strings.find(kInputPrefix + k); it != s.strings.end()) note(k, it->second, v);
     if (!changes.empty())
       log::warn("checkpoint ", path, " was taken with another optimisation (", changes,
                 "): from step ", st, " on, this job's applies");
@@ -491,6 +525,7 @@ void Checkpointer::take(const LoopState& st, comm::Exchange* ex, bool final) {
                {"lr_schedule", lr_schedule_name(cfg.lr_schedule)},
                {"precision", layers::precision_name(cfg.precision)},
                {"rng", "counter-based: every stream is a function of (seed, epoch, sample) or (seed, step, worker)"}};
+  for (auto& [k, v] : input_settings(cfg)) s.strings[kInputPrefix + k] = std::move(v);
   writer_->submit(st.step, std::move(s), now_s() - t0);
   if (final) writer_->wait_idle();
   last_time_ = now_s();

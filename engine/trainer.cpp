@@ -145,6 +145,12 @@ TrainResult train(const TrainConfig& cfg, MPI_Comm world_comm) {
                                  ? "parameter server " + std::to_string(world_rank - first_server)
                                  : "worker " + std::to_string(world_rank);
     watchdog = std::make_unique<comm::Watchdog>(world_comm, role, wo);
+  } else if (world_size > 1 && world_rank == 0) {
+    // --comm-timeout bounds only a step's gradient exchange: a rank stopped in
+    // the evaluation, a checkpoint or the last writes hung the job for good,
+    // without a word (a break report, 2026-12-05).
+    log::warn("--heartbeat-timeout 0: a rank that stops or freezes outside a step's gradient exchange "
+              "(evaluation, checkpoints, the final writes) can hang this job; --comm-timeout covers only the exchange");
   }
   disarm_startup_guard();  // from here the ring (or a 1-rank job's own errors) covers a stuck rank
   check_same_job(cfg, world_comm);

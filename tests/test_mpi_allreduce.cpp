@@ -277,3 +277,21 @@ TEST_CASE("wait deadline: a wait that outlasts it calls on_expiry; one that comp
     set_wait_policy(WaitPolicy::spin);
   }
 }
+
+TEST_CASE("live timer: a gap longer than max_gap between two reads restarts the wait, shorter ones count",
+          "[mpi][comm][allreduce]") {
+  // What keeps a suspended job's --comm-timeout and heartbeat from firing
+  // when it is continued (wait.hpp): the time stopped does not count.
+  using C = LiveTimer::Clock;
+  const C::time_point t0{};
+  auto at = [&](double s) { return t0 + std::chrono::duration_cast<C::duration>(std::chrono::duration<double>(s)); };
+  LiveTimer t(1.0);
+  t.start(at(0));
+  CHECK(t.elapsed(at(0.5)) == Approx(0.5));
+  CHECK(t.elapsed(at(1.4)) == Approx(1.4));  // reads 0.9 s apart: all of it counts
+  CHECK(t.elapsed(at(2.3)) == Approx(2.3));
+  CHECK(t.elapsed(at(12.3)) == Approx(0.0));  // 10 s stopped: the wait restarts here
+  CHECK(t.elapsed(at(13.0)) == Approx(0.7));
+  t.start(at(20));  // a message heard: start again
+  CHECK(t.elapsed(at(20.25)) == Approx(0.25));
+}

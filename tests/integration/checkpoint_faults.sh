@@ -90,6 +90,26 @@ out=$("$DTRAIN" train "${lenet[@]}" --max-steps 40 --lr 0.05 --resume old/ckpt-0
 grep -q "was taken with another optimisation (planned steps 20 → 40, lr at step 20" <<<"$out" \
   || fail "a changed schedule was not logged: $out"
 echo "ok: a changed learning rate and plan on resume are logged"
+# What the job trains on, changed between a stop and its resume (a job file
+# edited before the requeue): another training file of the same size, other
+# normalisation, augmentation, clipping, decay of biases. Each is logged; they
+# resumed without a word.
+cp "$D/fashion-mnist-train.h5" other-train.h5
+out=$("$DTRAIN" train --job "$SRC/jobs/fashion_lenet.ini" --train-data other-train.h5 --test-data "" --threads 1 \
+      --minibatch 16 --log-interval 1000 --metrics "" --checkpoint-epoch-end false --max-steps 20 \
+      --resume old/ckpt-0000000020.h5 --save-params "" --mean 0.5 --std 0.25 --augment-pad 2 --augment-flip true \
+      --clip-grad-norm 0.5 --decay-bias-bn true 2>&1) || fail "resume with other inputs failed: $out"
+grep -qE "train-data /[^ ]*/fashion-mnist-train.h5 → /[^ ]*/other-train.h5" <<<"$out" \
+  || fail "the other training file was not logged on resume: $out"
+for change in "mean 0.286 → 0.5" "std 0.353 → 0.25" \
+              "augment-pad 0 → 2" "augment-flip false → true" "clip-grad-norm 0 → 0.5" "decay-bias-bn false → true"; do
+  grep -qF "$change" <<<"$out" || fail "'$change' was not logged on resume: $out"
+done
+out=$("$DTRAIN" train "${lenet[@]}" --max-steps 20 --resume old/ckpt-0000000020.h5 --save-params "" 2>&1) \
+  || fail "resume with the same inputs failed: $out"
+if grep -q "another optimisation" <<<"$out"; then fail "an unchanged job was said to differ: $out"; fi
+rm -f other-train.h5
+echo "ok: changed data, normalisation, augmentation and clipping on resume are logged; an unchanged job says nothing"
 # Only dtrain's own temporaries are removed at start.
 mkdir -p own && echo keep > own/.tmp-notes.txt
 "$DTRAIN" train "${lenet[@]}" --max-steps 2 --checkpoint-dir own --save-params "" > /dev/null 2>&1 || fail "run in own/"
