@@ -27,6 +27,14 @@
 namespace dtrain::engine {
 
 namespace {
+
+// This dtrain's absolute path (/proc/self/exe), for the tuned job file's Run
+// line: a bare `dtrain` failed where dtrain is not on PATH (build/dtrain).
+std::string this_program() {
+  std::error_code ec;
+  const std::filesystem::path p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec || p.empty() ? std::string("dtrain") : p.string();
+}
 constexpr int kMaxProfileRanks = 8;  // T_C samples: one per rank, up to this many
 
 // A barrier whose waiting ranks sleep instead of spinning on a core (they
@@ -322,7 +330,9 @@ void write_tuned(const TuneOptions& t, const TrainConfig& cfg, const TrainConfig
   f << "# Tuned by dtrain tune for " << t.nodes << " node(s) × " << t.workers_per_node << " worker(s) from "
     << (cfg.job.empty() ? std::string("the command line") : cfg.job) << ".\n# Run: "
     << (g + tuned.ps > 1 ? "mpirun -np " + std::to_string(g + tuned.ps) + " " : std::string())
-    << "dtrain train --job " << t.out << "\n" << prediction << ".\n# lr " << format::shortest(cfg.lr)
+    << this_program() << " train --job " << t.out
+    << (g + tuned.ps > 1 ? "   (more ranks than cores: mpirun --oversubscribe)" : "") << "\n"
+    << prediction << ".\n# lr " << format::shortest(cfg.lr)
     << " for global batch " << base << " scaled to "
     << tuned.minibatch * g << " (Goyal et al. 2017" << (capped ? ", capped by max-lr-scale" : "")
     << "); profile: " << t.out << ".profile.json\n"

@@ -66,7 +66,8 @@ expect_exit 2 "option 'store' is required" -- "$DTRAIN" data imagefolder --root 
 expect_exit 2 "option 'size'" -- "$DTRAIN" data imagefolder --root "$T" --out s.h5 --store jpeg
 for f in e.h5 b.h5 s.h5; do ls | grep -q "^$f" && fail "$f: something was written: $(ls)"; done
 [ "$(ls | grep '^old\.h5')" = old.h5.skipped.txt ] || fail "old.h5: something was written: $(ls)"
-expect_exit 2 "cannot create nodir/x/o.h5.lock" -- "$DTRAIN" data imagefolder --root "$T" --out nodir/x/o.h5 --store raw --size 32
+# (it said "cannot create nodir/x/o.h5.lock: No such file or directory")
+expect_exit 2 "option 'out': the folder 'nodir/x' of nodir/x/o.h5 does not exist (make it first" -- "$DTRAIN" data imagefolder --root "$T" --out nodir/x/o.h5 --store raw --size 32
 
 # A second converter of the same F while the first runs (stopped here with SIGSTOP
 # once it holds F.lock): exit 2 naming the lock; the first then finishes alone.
