@@ -43,6 +43,18 @@ echo '{"name": "allreduce-n01x1", "mode": "allreduce", "nodes": 1, "workers_per_
 "$DTRAIN" report --json --profile "$P" --background profile --metrics "$W"/sweep/*/metrics.jsonl > "$W/report.json"
 /usr/bin/python3 "$SRC/slurm/report" "$W/sweep" --no-sacct --dtrain "$DTRAIN" --profile "$P" --background profile ||
   fail "slurm/report failed"
+# sacct that gives no job's state (the Slurm of the sweep is gone): nothing is
+# written and an earlier report.csv stays (it was replaced by a table of dropped jobs).
+mkdir -p "$W/gone/p1/77"
+echo '{"name": "p1", "mode": "allreduce", "nodes": 1, "workers_per_node": 1, "workers": 1, "ps": 0, "world": 1, "minibatch": 16, "job_ids": [77]}' \
+  > "$W/gone/p1/point.json"
+echo keep > "$W/gone/report.csv"
+if out=$(/usr/bin/python3 "$SRC/slurm/report" "$W/gone" --sacct /bin/false --sacct-wait 0 2>&1); then
+  fail "slurm/report without job states exited 0: $out"
+fi
+grep -q "nothing written .*--no-sacct" <<<"$out" || fail "slurm/report without job states did not say so: $out"
+[ "$(cat "$W/gone/report.csv")" = keep ] || fail "slurm/report without job states replaced report.csv"
+echo "ok: slurm/report without any job state writes nothing and points at --no-sacct"
 
 /usr/bin/python3 - "$W" "$mode" <<'PY' || fail "tune, report and slurm/report disagree"
 import csv, json, sys
