@@ -172,7 +172,9 @@ bool WorkerLoop::run_epoch(int64_t first, TrainResult& result) {
     const float lr = train_step(s);
     const bool last = step_ >= job_.planned_steps();
     const bool epoch_end = s == spe - 1 || last;
-    if (interval_.steps == job_.cfg.log_interval || epoch_end) end_interval(s, lr, result);
+    // Every log-interval steps of the epoch (not of this start: a resumed run's
+    // lines and records fall on the uninterrupted run's steps), and at its end.
+    if ((s + 1) % job_.cfg.log_interval == 0 || epoch_end) end_interval(s, lr, result);
     if (epoch_end) end_epoch(seconds_since(epoch_start), result);
     if (!boundary(epoch_end, result) || last) return false;
     if (epoch_end) return true;

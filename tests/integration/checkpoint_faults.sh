@@ -110,6 +110,14 @@ out=$("$DTRAIN" train "${lenet[@]}" --max-steps 20 --resume old/ckpt-0000000020.
 if grep -q "another optimisation" <<<"$out"; then fail "an unchanged job was said to differ: $out"; fi
 rm -f other-train.h5
 echo "ok: changed data, normalisation, augmentation and clipping on resume are logged; an unchanged job says nothing"
+# A resumed run logs on the uninterrupted run's steps (every log-interval steps of
+# the epoch), not every log-interval steps from its start (14, 18 from step 10).
+out=$("$DTRAIN" train --job "$SRC/jobs/fashion_lenet.ini" --train-data "$D/fashion-mnist-train.h5" --test-data "" \
+      --threads 1 --minibatch 16 --metrics "" --checkpoint-epoch-end false --max-steps 20 --log-interval 4 \
+      --resume old/ckpt-0000000010.h5 --save-params "" 2>&1) || fail "resume with --log-interval 4 failed: $out"
+steps=$(sed -n 's/^epoch [0-9]*\/[0-9]* step \([0-9]*\)\/.*/\1/p' <<<"$out" | tr '\n' ' ')
+[ "$steps" = "12 16 20 " ] || fail "a run resumed at step 10 logged steps '$steps', wanted '12 16 20 ': $out"
+echo "ok: a resumed run logs on the uninterrupted run's steps"
 # Only dtrain's own temporaries are removed at start.
 mkdir -p own && echo keep > own/.tmp-notes.txt
 "$DTRAIN" train "${lenet[@]}" --max-steps 2 --checkpoint-dir own --save-params "" > /dev/null 2>&1 || fail "run in own/"
