@@ -9,6 +9,7 @@
 #include <chrono>
 #include <thread>
 
+#include "comm/wait.hpp"  // LiveTimer
 #include "core/error.hpp"
 
 namespace dtrain::comm {
@@ -40,7 +41,9 @@ void NcclReducer::abort_comm() {
 }
 
 void NcclReducer::wait(const char* what) {
-  const auto start = std::chrono::steady_clock::now();
+  // Not counting a time this process was stopped (a whole job suspended, LiveTimer).
+  LiveTimer waited_for(timeout_s_ / 2);
+  waited_for.start(std::chrono::steady_clock::now());
   for (;;) {
     const cudaError_t q = cudaStreamQuery(stream_);
     if (q == cudaSuccess) return;
@@ -57,9 +60,7 @@ void NcclReducer::wait(const char* what) {
       DT_FAIL("NCCL ", what, " failed asynchronously (local rank ", rank_, " of ", size_, "): ",
               ncclGetErrorString(async), last.empty() ? "" : " — ", last);
     }
-    const double waited =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (waited > timeout_s_) {
+    if (waited_for.elapsed(std::chrono::steady_clock::now()) > timeout_s_) {
       abort_comm();
       DT_FAIL("NCCL ", what, " did not finish within ", timeout_s_, " s (local rank ", rank_, " of ",
               size_, "): a peer is gone or stuck; communicator aborted");

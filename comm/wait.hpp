@@ -18,6 +18,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <string>
@@ -63,8 +64,9 @@ double measure_poll_cost(int polls, double* period_s);
 class LiveTimer {
  public:
   using Clock = std::chrono::steady_clock;
+  // max_gap_s is capped at 1e9 s (a "forever" timeout of 1e30 s would overflow the clock's ticks).
   explicit LiveTimer(double max_gap_s)
-      : max_gap_(std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(max_gap_s))) {}
+      : max_gap_(std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(std::min(max_gap_s, 1e9)))) {}
   // Starts (or restarts) the wait at `now`.
   void start(Clock::time_point now) { start_ = last_ = now; }
   // Seconds waited at `now` since start(), or since the last read that came

@@ -59,17 +59,21 @@ std::vector<std::pair<std::string, std::string>> input_settings(const TrainConfi
   auto yes = [](bool b) { return std::string(b ? "true" : "false"); };
   std::error_code ec;  // the absolute path: a requeue from another folder names the same file
   const std::filesystem::path data = std::filesystem::weakly_canonical(cfg.train_data, ec);
-  return {{"train-data", ec ? cfg.train_data : data.string()},
-          {"mean", list(cfg.mean)},
-          {"std", list(cfg.std)},
-          {"augment", io::crop_mode_name(cfg.augment)},
-          {"augment-pad", std::to_string(cfg.augment_pad)},
-          {"augment-flip", yes(cfg.augment_flip)},
-          {"rrc-scale", range_text(cfg.rrc_scale_min, cfg.rrc_scale_max)},
-          {"rrc-ratio", range_text(cfg.rrc_ratio_min, cfg.rrc_ratio_max)},
-          {"dropout", format::shortest(cfg.dropout)},
-          {"clip-grad-norm", format::shortest(cfg.clip_grad_norm)},
-          {"decay-bias-bn", yes(cfg.decay_bias_bn)}};
+  std::vector<std::pair<std::string, std::string>> v = {
+      {"train-data", ec ? cfg.train_data : data.string()},
+      {"mean", list(cfg.mean)},
+      {"std", list(cfg.std)},
+      {"augment", io::crop_mode_name(cfg.augment)},
+      {"augment-pad", std::to_string(cfg.augment_pad)},
+      {"augment-flip", yes(cfg.augment_flip)},
+      {"dropout", format::shortest(cfg.dropout)},
+      {"clip-grad-norm", format::shortest(cfg.clip_grad_norm)},
+      {"decay-bias-bn", yes(cfg.decay_bias_bn)}};
+  if (cfg.augment == io::CropMode::rrc) {  // read only by rrc crops: compared only when both runs crop so
+    v.emplace_back("rrc-scale", range_text(cfg.rrc_scale_min, cfg.rrc_scale_max));
+    v.emplace_back("rrc-ratio", range_text(cfg.rrc_ratio_min, cfg.rrc_ratio_max));
+  }
+  return v;
 }
 constexpr const char* kInputPrefix = "input:";
 

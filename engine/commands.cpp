@@ -147,6 +147,7 @@ int cmd_data(const std::vector<std::string>& args) {
     o.checkpoint_every = checkpoint_every;
     o.overwrite = overwrite;
     if (!out.empty()) {
+      check_output_folder(w, "out", out);
       check_new_output(w, "out", out, overwrite);
       check_new_output(w, "out", io::ImageStoreWriter::report_path(out), overwrite,
                        "choose another file (the report of skipped files is FILE.skipped.txt)");
@@ -165,6 +166,7 @@ int cmd_data(const std::vector<std::string>& args) {
     if (n <= 0) DT_USAGE("dtrain data synth: option 'n' must be > 0");
     if (h <= 0 || w <= 0 || c <= 0 || h > 65536 || w > 65536 || c > 4096 || h * w * c > (1LL << 30))
       DT_USAGE("dtrain data synth: option 'shape': ", shape, " must be positive with at most 2^30 bytes per image");
+    check_output_folder("dtrain data synth: ", "out", out);
     check_new_output("dtrain data synth: ", "out", out, overwrite);
     io::synthesize_dataset(out, n, h, w, c, classes, seed);
     log::info(out, ": ", n, " synthetic images ", h, "x", w, "x", c, ", ", classes, " classes");

@@ -89,6 +89,18 @@ void check_new_output(const std::string& where, const char* key, const std::stri
   probe_writable(nearest_existing_folder(parent.empty() ? fs::path(".") : parent, key, out, where), key, out, where);
 }
 
+void check_output_folder(const std::string& where, const char* key, const std::string& path) {
+  const fs::path dir = fs::path(path).parent_path();
+  std::error_code ec;
+  if (dir.empty() || fs::is_directory(fs::status(dir, ec))) return;
+  const std::string head = where + "option '" + key + "': the folder '" + visible(dir.string()) + "' of " + visible(path);
+  const fs::file_status link = fs::symlink_status(dir, ec);
+  if (fs::is_symlink(link))
+    DT_USAGE(head, " is a link to '", visible(fs::read_symlink(dir, ec).string()), "', which is not a folder");
+  if (fs::exists(link)) DT_USAGE(head, " is not a folder");
+  DT_USAGE(head, " does not exist: make it first");
+}
+
 namespace {
 
 fs::path run_parent(const TrainConfig& cfg) { return fs::path(cfg.runs_dir) / run_name(cfg); }

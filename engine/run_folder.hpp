@@ -52,6 +52,12 @@ void check_outputs(const TrainConfig& cfg);
 void check_new_output(const std::string& where, const char* key, const std::string& path, bool overwrite,
                       const std::string& alternative = "choose another file");
 
+// An output file whose folder must exist already (dtrain data synth and
+// imagefolder do not make folders): throws UsageError "<where>option '<key>':
+// the folder 'D' of PATH does not exist: make it first" (or: is not a folder,
+// is a link to nothing). Nothing when PATH has no folder part.
+void check_output_folder(const std::string& where, const char* key, const std::string& path);
+
 // Creates the run folder and the parent folders of explicit outputs; returns
 // the resolved paths. Throws Error when the file system refuses (after a
 // successful check_outputs: a race or a full disk).

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cctype>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -34,6 +36,18 @@ std::string this_program() {
   std::error_code ec;
   const std::filesystem::path p = std::filesystem::read_symlink("/proc/self/exe", ec);
   return ec || p.empty() ? std::string("dtrain") : p.string();
+}
+
+// `w` as one word a shell reads back as it is: bare when it holds only
+// characters no shell treats specially, else in single quotes.
+std::string shell_word(const std::string& w) {
+  const bool bare = !w.empty() && std::all_of(w.begin(), w.end(), [](unsigned char c) {
+    return std::isalnum(c) || std::strchr("/._-+=:,@%", c) != nullptr;
+  });
+  if (bare) return w;
+  std::string q = "'";
+  for (char c : w) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
 }
 constexpr int kMaxProfileRanks = 8;  // T_C samples: one per rank, up to this many
 
@@ -330,8 +344,9 @@ void write_tuned(const TuneOptions& t, const TrainConfig& cfg, const TrainConfig
   f << "# Tuned by dtrain tune for " << t.nodes << " node(s) × " << t.workers_per_node << " worker(s) from "
     << (cfg.job.empty() ? std::string("the command line") : cfg.job) << ".\n# Run: "
     << (g + tuned.ps > 1 ? "mpirun -np " + std::to_string(g + tuned.ps) + " " : std::string())
-    << this_program() << " train --job " << t.out
-    << (g + tuned.ps > 1 ? "   (more ranks than cores: mpirun --oversubscribe)" : "") << "\n"
+    << shell_word(this_program()) << " train --job "
+    << shell_word(std::filesystem::absolute(t.out).lexically_normal().string())
+    << (g + tuned.ps > 1 ? "   (where ranks outnumber cores: mpirun --oversubscribe)" : "") << "\n"
     << prediction << ".\n# lr " << format::shortest(cfg.lr)
     << " for global batch " << base << " scaled to "
     << tuned.minibatch * g << " (Goyal et al. 2017" << (capped ? ", capped by max-lr-scale" : "")

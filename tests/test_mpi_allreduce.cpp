@@ -294,4 +294,9 @@ TEST_CASE("live timer: a gap longer than max_gap between two reads restarts the 
   CHECK(t.elapsed(at(13.0)) == Approx(0.7));
   t.start(at(20));  // a message heard: start again
   CHECK(t.elapsed(at(20.25)) == Approx(0.25));
+  // A "forever" timeout (NcclAdapter passes 1e30 s for --comm-timeout 0): its
+  // half is capped, not overflowed into a garbage gap.
+  LiveTimer forever(0.5e30);
+  forever.start(at(0));
+  CHECK(forever.elapsed(at(1e6)) == Approx(1e6));
 }

@@ -67,7 +67,14 @@ expect_exit 2 "option 'size'" -- "$DTRAIN" data imagefolder --root "$T" --out s.
 for f in e.h5 b.h5 s.h5; do ls | grep -q "^$f" && fail "$f: something was written: $(ls)"; done
 [ "$(ls | grep '^old\.h5')" = old.h5.skipped.txt ] || fail "old.h5: something was written: $(ls)"
 # (it said "cannot create nodir/x/o.h5.lock: No such file or directory")
-expect_exit 2 "option 'out': the folder 'nodir/x' of nodir/x/o.h5 does not exist (make it first" -- "$DTRAIN" data imagefolder --root "$T" --out nodir/x/o.h5 --store raw --size 32
+expect_exit 2 "option 'out': the folder 'nodir/x' of nodir/x/o.h5 does not exist: make it first" -- "$DTRAIN" data imagefolder --root "$T" --out nodir/x/o.h5 --store raw --size 32
+# The same for data synth (it failed inside HDF5, exit 1), and a folder that is a dangling link.
+expect_exit 2 "dtrain data synth: option 'out': the folder 'nodir/x' of nodir/x/s.h5 does not exist: make it first" -- \
+  "$DTRAIN" data synth --shape 8x8x1 --n 4 --classes 2 --out nodir/x/s.h5
+ln -s gone dangling
+expect_exit 2 "option 'out': the folder 'dangling' of dangling/o.h5 is a link to 'gone', which is not a folder" -- \
+  "$DTRAIN" data imagefolder --root "$T" --out dangling/o.h5 --store raw --size 32
+rm dangling
 
 # A second converter of the same F while the first runs (stopped here with SIGSTOP
 # once it holds F.lock): exit 2 naming the lock; the first then finishes alone.

@@ -37,7 +37,7 @@ grep -q "^device = cpu-staged$" "$W/staged.ini" || fail "the tuned job lost --de
 np=$(sed -n 's/^# Run: mpirun -np \([0-9]*\) .*/\1/p' "$W/tuned4.ini")
 [ -n "$np" ] || fail "tuned4.ini names no rank count"
 # The Run line names this dtrain by its path (a bare 'dtrain' is not on PATH after scripts/build.sh).
-grep -qF "# Run: mpirun -np $np $(realpath "$DTRAIN") train --job $W/tuned4.ini" "$W/tuned4.ini" \
+grep -qF "# Run: mpirun -np $np $(realpath "$DTRAIN") train --job $(realpath -s "$W/tuned4.ini")" "$W/tuned4.ini" \
   || fail "the Run line does not name this dtrain: $(grep '^# Run' "$W/tuned4.ini")"
 grep -q "^mode = \(ps\|hybrid\)$" "$W/tuned4.ini" || fail "2×2 cluster tuned to neither ps nor hybrid"
 mpirun -np "$np" --oversubscribe --bind-to none "$DTRAIN" train --job "$W/tuned4.ini" --max-steps 5 \
