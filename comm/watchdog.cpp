@@ -167,7 +167,6 @@ void Watchdog::loop() {
   while (!quit_) {
     lk.unlock();
     const Clock::time_point now = Clock::now();
-    silence.elapsed(now);  // restarts it if this process was stopped or starved since the last poll
     // Every beat that arrived from the predecessor.
     while (watching) {
       int done = 0;
@@ -214,6 +213,7 @@ void Watchdog::loop() {
           record_failure(text);
       }
     }
+    // After the beats (a beat restarts it); a gap since the last poll restarts it too.
     if (const double silent_s = silence.elapsed(now); watching && silent_s > o_.timeout_s) {
       char gap[32];
       std::snprintf(gap, sizeof gap, "%.1f", silent_s);

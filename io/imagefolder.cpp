@@ -240,10 +240,6 @@ class OutputLock {
   explicit OutputLock(const std::string& out) : path_(out + ".lock") {
     for (;;) {
       fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-      if (fd_ < 0 && errno == ENOENT) {  // it said "cannot create F.lock: No such file or directory"
-        const std::string dir = std::filesystem::path(out).parent_path().string();
-        DT_USAGE("option 'out': the folder '", dir.empty() ? "." : dir, "' of ", out, " does not exist: make it first");
-      }
       if (fd_ < 0) DT_USAGE("option 'out': cannot create ", path_, ": ", std::strerror(errno));
       if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
         ::close(fd_);
