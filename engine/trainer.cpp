@@ -41,6 +41,7 @@
 #include "engine/train_job.hpp"
 #include "engine/worker_loop.hpp"
 #include "io/float_arrays.hpp"
+#include "layers/cpu/onednn.hpp"
 
 namespace dtrain::engine {
 
@@ -156,6 +157,11 @@ TrainResult train(const TrainConfig& cfg, MPI_Comm world_comm) {
   check_same_job(cfg, world_comm);
   TrainJob job(cfg, world_comm);
   job.watchdog = watchdog.get();
+  // bf16 that runs yet runs slower than fp32 (AVX512-BF16 without AMX on
+  // Sapphire/Emerald Rapids-class cores): said once, by rank 0 (a worker),
+  // measured with its team (~0.1 s). Rank 0's CPU stands for the job's.
+  if (world_rank == 0 && cfg.device == Device::cpu && cfg.precision == layers::DType::bf16)
+    if (const std::string w = layers::measure_bf16_slower_warning(); !w.empty()) log::warn(w);
   // Checkpoint folder and resume file: checked (and read) before anything is
   // written, every rank failing with rank 0's message (exit 2).
   Checkpointer ckpt(job);

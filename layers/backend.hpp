@@ -133,8 +133,9 @@ class Kernel {
   virtual bool masks_relu_grad() const { return false; }
   // Which implementation runs the forward (tests check the choice): oneDNN's
   // impl_info_str ("jit:avx2", "simple_nchw:any", …), "loops" for dtrain's
-  // own loops; "" where the kernel does not say (today only the cpu
-  // backend's pooling says).
+  // own loops; "" where the kernel does not say (today the cpu backend's
+  // pooling says, and its linear: "matmul <impl>; backward on inner product
+  // <impl>" or "… on matmul <impl>").
   virtual std::string impl() const { return ""; }
 };
 

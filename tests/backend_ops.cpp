@@ -333,6 +333,8 @@ std::vector<Op> make_table() {
   // linear
   for (bool bias : {true, false}) t.push_back(linear_op(3, 7, 5, bias));
   t.push_back(linear_op(5, 33, 17, true));
+  // ≥ 2^20 weights: the cpu backend's backward runs on oneDNN's inner product
+  t.push_back(linear_op(4, 1031, 1024, true));
   // pooling
   t.push_back(pool_op("max 3x3 s2 p1", 5, 7, 7, PoolKind::max, 3, 2, 1));
   t.push_back(pool_op("max 2x2 s2 p0 (floor drops a row)", 5, 7, 7, PoolKind::max, 2, 2, 0));

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 
 #include "compare_util.hpp"
 #include "layers/cpu/onednn.hpp"
@@ -131,6 +132,35 @@ TEST_CASE("cpu backend overlapping max pooling runs a JIT kernel whatever layout
     CHECK(onednn::is_jit_impl(k->impl().c_str()));
     CHECK(k->src_format() == k->dst_format());
   }
+}
+
+TEST_CASE("cpu backend linear: wide layers run backward on the inner product, small ones on the matmul",
+          "[onednn][linear]") {
+  // layers/cpu/onednn_linear.cpp, backward_on_inner_product: ≥ 2^20 weights
+  // in f32 (AlexNet's fc6 backward 37.7 → 22.0 ms). Both paths equal the
+  // reference: the backend ops table ("linear N=4 IN=1031 OUT=1024").
+  auto cpu = make_cpu_backend();
+  const auto wide = cpu->linear(LinearDesc{4, 1031, 1024, true, {}});
+  const auto just_under = cpu->linear(LinearDesc{4, 1023, 1024, true, {}});
+  const auto lenet_fc = cpu->linear(LinearDesc{64, 400, 120, true, {}});
+  CAPTURE(wide->impl(), just_under->impl(), lenet_fc->impl());
+  CHECK(wide->impl().find("; backward on inner product ") != std::string::npos);
+  CHECK(just_under->impl().find("; backward on matmul ") != std::string::npos);
+  CHECK(lenet_fc->impl().find("; backward on matmul ") != std::string::npos);
+  CHECK(wide->impl().rfind("matmul ", 0) == 0);
+}
+
+TEST_CASE("bf16 that measures slower than fp32 is named with both numbers", "[onednn][bf16]") {
+  // An Emerald Rapids Xeon without AMX (2026-12-06): bf16 153 GFLOP/s, f32 244.
+  const std::string w = bf16_slower_warning(153.4, 244.5);
+  CAPTURE(w);
+  CHECK(w.find("153 GFLOP/s against 244 in fp32 (0.63x)") != std::string::npos);
+  CHECK(w.find("--precision fp32") != std::string::npos);
+  CHECK(bf16_slower_warning(843, 429).empty());        // Cooper Lake / Zen 4 class: twice as fast
+  CHECK(bf16_slower_warning(0.9 * 250, 250).empty());  // within 10%: not worth a word
+  CHECK_FALSE(bf16_slower_warning(0.89 * 250, 250).empty());
+  CHECK(bf16_slower_warning(std::numeric_limits<double>::quiet_NaN(), 250).empty());  // no measurement
+  CHECK(bf16_slower_warning(100, 0).empty());
 }
 
 TEST_CASE("cpu backend batch norm running variance is unbiased", "[onednn]") {

@@ -3,6 +3,8 @@
 // yardstick `dtrain bench compute` prints next to a model's GFLOP/s.
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <string>
 
 #include "core/error.hpp"
 #include "layers/cpu/onednn.hpp"
@@ -42,6 +44,23 @@ double gemm_gflops(DType t, int size, int reps) {
     if (r > 0) best = std::min(best, dt_s);
   }
   return 2.0 * s * s * s / best / 1e9;
+}
+
+std::string bf16_slower_warning(double bf16_gflops, double f32_gflops) {
+  if (!(bf16_gflops > 0) || !(f32_gflops > 0) || bf16_gflops >= 0.9 * f32_gflops) return "";
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "--precision bf16: this CPU's bf16 matrix products measured %.0f GFLOP/s against %.0f in fp32 "
+                "(%.2fx): its AVX512-BF16 dot products are not faster than fp32 FMAs and oneDNN finds no AMX, so "
+                "bf16 will likely train slower than --precision fp32 here",
+                bf16_gflops, f32_gflops, bf16_gflops / f32_gflops);
+  return buf;
+}
+
+std::string measure_bf16_slower_warning() {
+  const double bf16 = gemm_gflops(DType::bf16, 1024, 4);
+  const double f32 = gemm_gflops(DType::f32, 1024, 4);
+  return bf16_slower_warning(bf16, f32);
 }
 
 }  // namespace dtrain::layers
