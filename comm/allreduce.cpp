@@ -73,8 +73,16 @@ void RecursiveDoubling::exchange(float* x, size_t count, int peer, int tag, bool
   reqs_.clear();
 }
 
+namespace {
+int comm_size(MPI_Comm comm) {
+  int n = 1;
+  DT_CHECK_MPI(MPI_Comm_size(comm, &n));
+  return n;
+}
+}  // namespace
+
 Allreduce::Allreduce(MPI_Comm comm, size_t max_chunk, size_t latency_max)
-    : latency_max_(latency_max == SIZE_MAX ? kLatencyMaxBytes : latency_max),
+    : latency_max_(latency_max == SIZE_MAX ? latency_max_for(comm_size(comm)) : latency_max),
       rd_(comm, max_chunk),
       ring_(comm, max_chunk) {}
 

@@ -3,7 +3,7 @@
 // as NCCL and MPI libraries pick theirs (internal to comm/, but for
 // `dtrain bench comm --algorithms`, which times both):
 //
-//   recursive doubling   count·4 ≤ kLatencyMaxBytes: ⌈log2 n⌉ exchanges of
+//   recursive doubling   count·4 ≤ latency_max_for(n): ⌈log2 n⌉ exchanges of
 //                        the whole range (+ 2 when n is not a power of two),
 //                        few messages — the latency algorithm (allreduce.cpp)
 //   ring                 above: 2(n−1) messages of range/n each, pipelined —
@@ -29,6 +29,18 @@
 // latency is larger, which moves the crossover up (NCCL and Open MPI switch
 // from their latency algorithms at tens to hundreds of KiB on InfiniBand):
 // re-measure on a cluster with `--algorithms` before changing it.
+//
+// Two ranks are the exception (kLatencyMaxBytes2, 16 KiB): on an Emerald
+// Rapids Xeon (2026-12-06, np 2, medians of 100 calls, µs, MPI / rec. doubling
+// / ring) 32 KiB 14.7 / 15.4 / 11.5 and 64 KiB 22.0 / 26.5 / 16.0 — recursive
+// doubling behind MPI_Allreduce, the ring ahead; on the EPYC of the table the
+// ring is still ahead of MPI_Allreduce there (32 KiB 10.0 / 9.8, 64 KiB 14.1 /
+// 13.5), and with two ranks both algorithms add the same two numbers in each
+// element (a + b = b + a), so the switch changes no bits. At 3 and more ranks
+// 64 KiB stays: there the ring lost to MPI_Allreduce at 64 KiB on the EPYC
+// (np 4 109.8 against 95.0, np 5 169.6 against 153.4) and recursive doubling
+// on the Xeon (np 3 59.9 against 47.2, np 4 117.3 against 88.3; its ring 43.9
+// and 92.6): no one crossover is ahead on both CPUs at 64 KiB.
 #pragma once
 
 #include <mpi.h>
@@ -44,7 +56,10 @@ namespace dtrain::comm::detail {
 
 // The largest call (bytes) that recursive doubling runs; the ring runs
 // anything larger. From the measurements above.
-inline constexpr size_t kLatencyMaxBytes = size_t{64} << 10;
+inline constexpr size_t kLatencyMaxBytes = size_t{64} << 10;   // 3 and more ranks (and 1)
+inline constexpr size_t kLatencyMaxBytes2 = size_t{16} << 10;  // 2 ranks
+// The crossover of a communicator of `ranks` ranks, bytes.
+inline size_t latency_max_for(int ranks) { return ranks == 2 ? kLatencyMaxBytes2 : kLatencyMaxBytes; }
 
 // Recursive doubling's piece: 1000 floats = 4000 bytes, so a piece and its
 // match header stay below Open MPI's shared-memory eager limit (vader: 4 KiB
@@ -55,7 +70,7 @@ inline constexpr size_t kLatencyPieceFloats = 1000;
 enum class AllreduceAlgo { recursive_doubling, ring };
 const char* algo_name(AllreduceAlgo a);
 // The algorithm of a call of `bytes` with the crossover `latency_max` (bytes).
-inline AllreduceAlgo algorithm_for(size_t bytes, size_t latency_max = kLatencyMaxBytes) {
+inline AllreduceAlgo algorithm_for(size_t bytes, size_t latency_max) {
   return bytes <= latency_max ? AllreduceAlgo::recursive_doubling : AllreduceAlgo::ring;
 }
 
@@ -94,7 +109,8 @@ class RecursiveDoubling {
 class Allreduce {
  public:
   // Collective over comm. latency_max: the crossover, bytes; SIZE_MAX:
-  // kLatencyMaxBytes (tests pass their own, through ExchangeOptions).
+  // latency_max_for(the communicator's size) (tests pass their own,
+  // through ExchangeOptions).
   Allreduce(MPI_Comm comm, size_t max_chunk, size_t latency_max = SIZE_MAX);
   AllreduceAlgo algorithm(size_t count) const { return algorithm_for(count * sizeof(float), latency_max_); }
   // x[0, count) ← Σ over the ranks, identical bits on every rank.

@@ -138,7 +138,7 @@ double time_mpi_allreduce(MPI_Comm c, size_t floats, int iters) {
 
 // MPI_Allreduce, recursive doubling and the ring (comm/allreduce.hpp) over
 // all ranks, interleaved call by call (one warm-up round, then `iters`), per
-// size in ×2 steps: the data behind the crossover kLatencyMaxBytes.
+// size in ×2 steps: the data behind the crossover (latency_max_for).
 int bench_algorithms(double min_bytes, double max_bytes, int iters, int rank, int size) {
   using comm::detail::AllreduceAlgo;
   if (rank == 0) {
@@ -167,7 +167,7 @@ int bench_algorithms(double min_bytes, double max_bytes, int iters, int rank, in
         if (i > 0) t[a].push_back(dt);
       }
     const double t_mpi = median(t[0]), t_rd = median(t[1]), t_ring = median(t[2]);
-    const bool picks_rd = comm::detail::algorithm_for(floats * sizeof(float)) == AllreduceAlgo::recursive_doubling;
+    const bool picks_rd = comm::detail::algorithm_for(floats * sizeof(float), comm::detail::latency_max_for(size)) == AllreduceAlgo::recursive_doubling;
     if (rank == 0) {
       std::printf("%10s %14.1f %14.1f %10.1f %20s %10.2f\n", size_label(bytes).c_str(), 1e6 * t_mpi, 1e6 * t_rd,
                   1e6 * t_ring, picks_rd ? "recursive doubling" : "ring", t_mpi / (picks_rd ? t_rd : t_ring));

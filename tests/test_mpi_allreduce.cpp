@@ -89,7 +89,7 @@ TEST_CASE("allreduce by size: recursive doubling gives its stated order on every
     MPI_Comm_split(MPI_COMM_WORLD, wr < k ? 0 : MPI_UNDEFINED, wr, &c);
     bool ok = true;
     if (c != MPI_COMM_NULL) {
-      const size_t lat = detail::kLatencyMaxBytes / sizeof(float);  // the crossover, floats
+      const size_t lat = detail::latency_max_for(k) / sizeof(float);  // the crossover, floats
       const size_t pc = detail::kLatencyPieceFloats;
       for (size_t chunk : {size_t{1000}, (size_t{1} << 31) - 1}) {
         detail::Allreduce ar(c, chunk);
@@ -209,7 +209,7 @@ TEST_CASE("allreduce step: small and large buckets in one step, inline or thread
 
 TEST_CASE("allreduce step: bucket and arena sizes around every crossover", "[mpi][comm][allreduce]") {
   const int ws = world_size();
-  const size_t lat = detail::kLatencyMaxBytes;  // the crossover
+  const size_t lat = detail::latency_max_for(ws);  // the crossover
   struct Case {
     size_t arena, bucket_bytes;
   };
