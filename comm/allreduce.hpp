@@ -25,7 +25,7 @@
 // to 64 KiB in every case but two, at 3 oversubscribed ranks, where the ring
 // was ahead by under 5% (8 KiB: 18.6 vs 18.9 µs; 64 KiB: 61.8 vs 64.7 µs);
 // from 128 KiB the ring was faster at every world size. Hence one crossover,
-// 64 KiB, for 2 … 5 ranks. Not measured above 5 ranks; on a network the per-message
+// 64 KiB, for 3 … 5 ranks (2 ranks: below). Not measured above 5 ranks; on a network the per-message
 // latency is larger, which moves the crossover up (NCCL and Open MPI switch
 // from their latency algorithms at tens to hundreds of KiB on InfiniBand):
 // re-measure on a cluster with `--algorithms` before changing it.
@@ -35,8 +35,10 @@
 // / ring) 32 KiB 14.7 / 15.4 / 11.5 and 64 KiB 22.0 / 26.5 / 16.0 — recursive
 // doubling behind MPI_Allreduce, the ring ahead; on the EPYC of the table the
 // ring is still ahead of MPI_Allreduce there (32 KiB 10.0 / 9.8, 64 KiB 14.1 /
-// 13.5), and with two ranks both algorithms add the same two numbers in each
-// element (a + b = b + a), so the switch changes no bits. At 3 and more ranks
+// 13.5: 1.02–1.04×, where recursive doubling was 1.14–1.54× — the EPYC gives up
+// up to 3.3 µs a call at 32 KiB so that the Xeon stops losing 4.5 at 64), and
+// with two ranks both algorithms add the same two numbers in each element
+// (a + b = b + a), so the switch changes no bits. At 3 and more ranks
 // 64 KiB stays: there the ring lost to MPI_Allreduce at 64 KiB on the EPYC
 // (np 4 109.8 against 95.0, np 5 169.6 against 153.4) and recursive doubling
 // on the Xeon (np 3 59.9 against 47.2, np 4 117.3 against 88.3; its ring 43.9

@@ -91,7 +91,8 @@ struct ExchangeOptions {
   // bytes, or of a single worker, is exchanged inline (above).
   size_t inline_step_bytes = kInlineStepBytes;
   // Allreduce: buckets of at most this many bytes use recursive doubling,
-  // larger ones the ring (comm/allreduce.hpp); SIZE_MAX: that header's kLatencyMaxBytes.
+  // larger ones the ring (comm/allreduce.hpp); SIZE_MAX: that header's
+  // latency_max_for(the workers' communicator size).
   size_t latency_max_bytes = SIZE_MAX;
   size_t max_chunk_elems = (size_t{1} << 31) - 1;  // every transfer is cut below this
   size_t max_slice = size_t{1} << 20;              // ShardMap slice size, floats

@@ -135,7 +135,7 @@ class Kernel {
   // impl_info_str ("jit:avx2", "simple_nchw:any", …), "loops" for dtrain's
   // own loops; "" where the kernel does not say (today the cpu backend's
   // pooling says, and its linear: "matmul <impl>; backward on inner product
-  // <impl>" or "… on matmul <impl>").
+  // <data's impl>, <weights' impl>" or "… on matmul …").
   virtual std::string impl() const { return ""; }
 };
 

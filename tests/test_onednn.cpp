@@ -148,6 +148,7 @@ TEST_CASE("cpu backend linear: wide layers run backward on the inner product, sm
   CHECK(just_under->impl().find("; backward on matmul ") != std::string::npos);
   CHECK(lenet_fc->impl().find("; backward on matmul ") != std::string::npos);
   CHECK(wide->impl().rfind("matmul ", 0) == 0);
+  for (const auto* k : {&wide, &just_under, &lenet_fc}) CHECK((*k)->impl().find("ref") == std::string::npos);
 }
 
 TEST_CASE("bf16 that measures slower than fp32 is named with both numbers", "[onednn][bf16]") {

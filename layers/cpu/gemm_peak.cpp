@@ -58,6 +58,9 @@ std::string bf16_slower_warning(double bf16_gflops, double f32_gflops) {
 }
 
 std::string measure_bf16_slower_warning() {
+  // Only where oneDNN runs bf16 on AVX512-BF16 dot products: AMX is another
+  // unit, and the message speaks of these.
+  if (dnnl::get_effective_cpu_isa() != dnnl::cpu_isa::avx512_core_bf16) return "";
   const double bf16 = gemm_gflops(DType::bf16, 1024, 4);
   const double f32 = gemm_gflops(DType::f32, 1024, 4);
   return bf16_slower_warning(bf16, f32);

@@ -20,11 +20,12 @@ double gemm_gflops(DType t, int size = 2048, int reps = 3);
 // Sapphire/Emerald Rapids-class cores without AMX issue one bf16 dot product
 // (vdpbf16ps) a cycle where they issue two f32 FMAs, so their bf16 matmul is
 // slower (an Emerald Rapids Xeon without AMX, 2 threads, 2026-12-06: 153–173
-// against 244–321 GFLOP/s; AlexNet-OWT and ResNet-50 trained at 0.65–0.67× their
+// against 244–331 GFLOP/s; AlexNet-OWT and ResNet-50 trained at 0.61–0.67× their
 // fp32 speed), while Cooper Lake, Zen 4 and AMX run bf16 about twice as fast.
 // Given both GFLOP/s (gemm_gflops at the same thread count): a warning when
 // bf16 measures below 0.9 × f32, naming both numbers; "" otherwise.
 std::string bf16_slower_warning(double bf16_gflops, double f32_gflops);
-// bf16_slower_warning of this CPU, measured (1024³ products, ~0.1 s).
+// bf16_slower_warning of this CPU, measured (1024³ products, ~0.1 s), where
+// oneDNN's bf16 ISA is AVX512-BF16 without AMX; "" elsewhere.
 std::string measure_bf16_slower_warning();
 }

@@ -117,10 +117,11 @@ class LinearOneDnn final : public LinearKernel {
 
   void use_weights_bf16(const uint16_t* w16) override { w16_ = bf16_ ? w16 : nullptr; }
 
-  // "matmul <forward's impl>; backward on inner product|matmul <impl>".
+  // "matmul <forward's impl>; backward on inner product|matmul <data's impl>,
+  // <weights' impl>".
   std::string impl() const override {
-    return "matmul " + impl_of(fwd_) + "; backward on " +
-           (ip_backward_ ? "inner product " : "matmul ") + impl_of(bwd_data_);
+    return "matmul " + impl_of(fwd_) + "; backward on " + (ip_backward_ ? "inner product " : "matmul ") +
+           impl_of(bwd_data_) + ", " + impl_of(bwd_weights_);
   }
 
   Format src_format() const override { return in_fmt_; }
