@@ -20,7 +20,7 @@ double gemm_gflops(DType t, int size = 2048, int reps = 3);
 // Sapphire/Emerald Rapids-class cores without AMX issue one bf16 dot product
 // (vdpbf16ps) a cycle where they issue two f32 FMAs, so their bf16 matmul is
 // slower (an Emerald Rapids Xeon without AMX, 2 threads, 2026-12-06: 153–173
-// against 244–331 GFLOP/s; AlexNet-OWT and ResNet-50 trained at 0.61–0.67× their
+// against 243–331 GFLOP/s; AlexNet-OWT and ResNet-50 trained at 0.61–0.67× their
 // fp32 speed), while Cooper Lake, Zen 4 and AMX run bf16 about twice as fast.
 // Given both GFLOP/s (gemm_gflops at the same thread count): a warning when
 // bf16 measures below 0.9 × f32, naming both numbers; "" otherwise.

@@ -165,8 +165,7 @@ class LinearOneDnn final : public LinearKernel {
         bwd_data_.execute(s, {{DNNL_ARG_SRC, dy_}, {DNNL_ARG_WEIGHTS, w_}, {DNNL_ARG_DST, dx_}});
     }
     if (dw != nullptr) {
-      dyt_.set_data_handle(const_cast<void*>(dyp));
-      dy_.set_data_handle(const_cast<void*>(dyp));
+      (ip_backward_ ? dy_ : dyt_).set_data_handle(const_cast<void*>(dyp));  // dy as the product reads it
       x_.set_data_handle(handle(x));
       dw_.set_data_handle(dw);
       if (ip_backward_)
