@@ -179,20 +179,20 @@ int cmd_bench_compute(const std::vector<std::string>& args) {
   std::printf("\nSGD update of %zu parameters: %.2f ms per step (%.1f%%)\n", net.num_params(), sgd_s / steps * 1e3,
               100 * sgd_s / steps / med);
   if (profile) {
-    std::printf("%-26s %-15s %-13s %9s %9s %9s %9s\n", "layer", "kind", "format", "fwd ms", "bwd ms", "conv ms",
+    std::printf("%-26s %-15s %-13s %9s %9s %10s %9s\n", "layer", "kind", "format", "fwd ms", "bwd ms", "convert ms",
                 "GFLOP/s");
     double f = 0, b = 0, c = 0;
     for (const auto& t : net.profile()) {
       const double n = std::max<int64_t>(1, t.calls);
       const double fb = (t.forward_s + t.backward_s) / n;
-      std::printf("%-26s %-15s %-13s %9.3f %9.3f %9.3f %9.1f\n", t.name.c_str(), t.kind.c_str(), t.format.c_str(),
+      std::printf("%-26s %-15s %-13s %9.3f %9.3f %10.3f %9.1f\n", t.name.c_str(), t.kind.c_str(), t.format.c_str(),
                   1e3 * t.forward_s / n, 1e3 * t.backward_s / n, 1e3 * t.convert_s / n,
                   fb > 0 ? 3.0 * t.flops * minibatch / net.input_shape().n() / fb / 1e9 : 0.0);
       f += t.forward_s / n;
       b += t.backward_s / n;
       c += t.convert_s / n;
     }
-    std::printf("%-26s %-15s %-13s %9.3f %9.3f %9.3f\n", "total", "", "", 1e3 * f, 1e3 * b, 1e3 * c);
+    std::printf("%-26s %-15s %-13s %9.3f %9.3f %10.3f\n", "total", "", "", 1e3 * f, 1e3 * b, 1e3 * c);
   }
   if (show_plan) std::printf("plan:\n%s", net.plan_report().c_str());
   if (!json.empty()) {

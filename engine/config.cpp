@@ -147,7 +147,7 @@ struct Options {
       ("reference-kernels", def(&c.reference_kernels), "use the plain-loop reference kernels (slow; for debugging; device cpu or cpu-staged)")
       ("workspace-mb", def(&c.workspace_mb), "cuda: cuDNN workspace budget per convolution layer, MiB (the fastest algorithm that fits is chosen)")
       ("tf32", def(&c.tf32), "cuda: allow TF32 tensor cores in convolutions and GEMMs (true | false)")
-      ("precision", def(&precision), "fp32 | bf16: bf16 activations and weight copies in the convolutions and GEMMs, with fp32 master weights, gradients, optimizer state, batch-norm statistics and loss (mixed precision; cpu: a CPU with AVX512-BF16 or AMX, and a warning at start where bf16 measures slower than fp32 — AVX512-BF16 without AMX on Sapphire/Emerald Rapids-class cores; cuda: compute capability 8.0 or later, activations stay fp32 between layers)")
+      ("precision", def(&precision), "fp32 | bf16: bf16 activations and weight copies in the convolutions and GEMMs, with fp32 master weights, gradients, optimizer state, batch-norm statistics and loss (mixed precision; cpu: a CPU with AVX512-BF16 or AMX, and a warning at start where bf16 measures slower than fp32 — AVX512-BF16 where AMX is absent or hidden, e.g. a VM on Sapphire/Emerald Rapids; cuda: compute capability 8.0 or later, activations stay fp32 between layers)")
       ("threads", def(&c.threads), "compute threads per rank, at most 1024 (0: under Slurm the task's CPUs less the loader threads, else the rank's share of the CPUs it may run on)")
       ("minibatch", def(&c.minibatch), "images per worker per step")
       ("eval-minibatch", def(&c.eval_minibatch), "images per evaluation batch (0: minibatch)")
