@@ -1,7 +1,8 @@
 // layers/cpu/onednn.cpp — the "cpu" backend: oneDNN for convolution, pooling,
 // LRN, batch normalisation, fully connected layers (matmul), ReLU, the Net's
 // elementwise functions and its format conversions (reorders); plain
-// OpenMP-vectorised loops for the rest (dropout, softmax, SGD).
+// OpenMP-vectorised loops for the rest (dropout, softmax, SGD; the SGD pass
+// in AVX-512 intrinsics where the CPU has AVX-512F).
 //
 // One dnnl::engine(cpu, 0) and one dnnl::stream per backend (onednn::Ctx),
 // shared by its kernels. Every kernel builds its primitives once (constructor
@@ -48,6 +49,9 @@ constexpr size_t kParallelMin = 1 << 15;
 // the next forward, so its lines need not be fetched first).
 inline void sgd_mirror_scalar(float* param, const float* grad, float* mom, uint16_t* p16, ptrdiff_t b, ptrdiff_t e,
                               float lr, float momentum, float wd) {
+#ifdef __clang__
+#pragma clang fp contract(off)  // inlined into sgd_mirror_avx512, whose target has FMA
+#endif
 #pragma omp simd
   for (ptrdiff_t i = b; i < e; ++i) {
     const float g = grad[i] + wd * param[i];
@@ -64,6 +68,9 @@ inline void sgd_mirror_scalar(float* param, const float* grad, float* mom, uint1
 __attribute__((target("avx512f"), optimize("fp-contract=off"))) void sgd_mirror_avx512(
     float* param, const float* grad, float* mom, uint16_t* p16, ptrdiff_t b, ptrdiff_t e, float lr, float momentum,
     float wd) {
+#ifdef __clang__
+#pragma clang fp contract(off)  // clang ignores optimize()
+#endif
   ptrdiff_t i = b;
   const ptrdiff_t head = std::min(e, b + static_cast<ptrdiff_t>(((32 - reinterpret_cast<uintptr_t>(p16 + b) % 32) % 32) / 2));
   sgd_mirror_scalar(param, grad, mom, p16, i, head, lr, momentum, wd);
@@ -93,10 +100,13 @@ __attribute__((target("avx512f"), optimize("fp-contract=off"))) void sgd_mirror_
 // (no fused multiply-add), which the build's generic x86-64 target compiles
 // to SSE2 — a pass that is bound by memory still issues fewer, wider loads
 // here (AlexNet-OWT's 61 M parameters on 2 cores of an Emerald Rapids Xeon:
-// 31–34 → 28–32 ms a step, `dtrain bench compute --model alexnet-owt`).
+// 32–34 → 28–32 ms a step, `dtrain bench compute --model alexnet-owt`).
 __attribute__((target("avx512f"), optimize("fp-contract=off"))) void sgd_avx512(
     const float* p_in, const float* m_in, float* p_out, float* m_out, const float* grad, ptrdiff_t b, ptrdiff_t e,
     float lr, float momentum, float wd) {
+#ifdef __clang__
+#pragma clang fp contract(off)  // clang ignores optimize(); the scalar tail must not fuse either
+#endif
   const __m512 vlr = _mm512_set1_ps(lr), vmom = _mm512_set1_ps(momentum), vwd = _mm512_set1_ps(wd);
   ptrdiff_t i = b;
   for (; i + 16 <= e; i += 16) {
