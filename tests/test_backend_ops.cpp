@@ -9,6 +9,8 @@
 // (tests/CMakeLists.txt) reports as skipped, never as passed.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include <string>
 
 #include "backend_ops.hpp"
@@ -70,6 +72,20 @@ TEST_CASE("backend ops: cpu kernels in bf16 against the reference", "[backend_op
   BackendUnderTest b{"cpu(bf16)", [e] { return make_exec_backend(make_backend("cpu"), e); }, false, 1e-2, true, {"net"}};
   const int ran = check_all_ops(b);
   CHECK(ran > 0);
+  // The net's last linear layer: bf16 products, f32 logits out and their f32
+  // gradient in (the kernel converts dy to a bf16 copy for its products),
+  // the wide table entry's backward on the inner product included.
+  e.float_out = true;
+  std::vector<std::string> not_linear;
+  int linear_ops = 0;
+  for (const Op& op : all_ops()) {
+    if (op.kind == "linear") ++linear_ops;
+    else if (std::find(not_linear.begin(), not_linear.end(), op.kind) == not_linear.end()) not_linear.push_back(op.kind);
+  }
+  BackendUnderTest bl{"cpu(bf16, f32 out)", [e] { return make_exec_backend(make_backend("cpu"), e); }, false, 1e-2,
+                      true, not_linear};
+  CHECK(linear_ops >= 4);
+  CHECK(check_all_ops(bl) == linear_ops);
 }
 
 TEST_CASE("backend ops: cpu-staged (wrapping cpu) against the reference", "[backend_ops][staged]") {
