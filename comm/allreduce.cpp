@@ -73,18 +73,10 @@ void RecursiveDoubling::exchange(float* x, size_t count, int peer, int tag, bool
   reqs_.clear();
 }
 
-namespace {
-int comm_size(MPI_Comm comm) {
-  int n = 1;
-  DT_CHECK_MPI(MPI_Comm_size(comm, &n));
-  return n;
-}
-}  // namespace
-
 Allreduce::Allreduce(MPI_Comm comm, size_t max_chunk, size_t latency_max)
-    : latency_max_(latency_max == SIZE_MAX ? latency_max_for(comm_size(comm)) : latency_max),
-      rd_(comm, max_chunk),
-      ring_(comm, max_chunk) {}
+    : rd_(comm, max_chunk),
+      ring_(comm, max_chunk),
+      latency_max_(latency_max == SIZE_MAX ? latency_max_for(rd_.size()) : latency_max) {}
 
 void Allreduce::allreduce(float* x, size_t count) {
   if (algorithm(count) == AllreduceAlgo::recursive_doubling) rd_.allreduce(x, count);

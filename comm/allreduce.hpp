@@ -95,6 +95,7 @@ class RecursiveDoubling {
   // eager limit (kLatencyPieceFloats).
   RecursiveDoubling(MPI_Comm comm, size_t max_chunk, size_t piece = kLatencyPieceFloats);
   void allreduce(float* x, size_t count);  // collective; scratch grows to the largest count
+  int size() const { return size_; }        // ranks of the communicator
 
  private:
   void exchange(float* x, size_t count, int peer, int tag, bool send_too);
@@ -120,9 +121,9 @@ class Allreduce {
   size_t latency_max() const { return latency_max_; }  // bytes
 
  private:
-  size_t latency_max_;
   RecursiveDoubling rd_;
   RingAllreduce ring_;
+  size_t latency_max_;  // after rd_: initialised from its size
 };
 
 }  // namespace dtrain::comm::detail

@@ -63,6 +63,24 @@ inline void sgd_mirror_scalar(float* param, const float* grad, float* mom, uint1
   }
 }
 
+// The plain update (no mirror) of [b, e), out of place or in place (p_in ==
+// p_out, m_in == m_out: every element is read before it is written): the
+// definition sgd_avx512 computes the same bits of, and its tail.
+inline void sgd_plain_scalar(const float* p_in, const float* m_in, float* p_out, float* m_out, const float* grad,
+                             ptrdiff_t b, ptrdiff_t e, float lr, float momentum, float wd) {
+#ifdef __clang__
+#pragma clang fp contract(off)  // inlined into sgd_avx512, whose target has FMA
+#endif
+#pragma omp simd
+  for (ptrdiff_t i = b; i < e; ++i) {
+    const float p = p_in[i];
+    const float g = grad[i] + wd * p;
+    const float m = momentum * m_in[i] + g;
+    m_out[i] = m;
+    p_out[i] = p - lr * m;
+  }
+}
+
 #pragma GCC diagnostic push  // GCC 12 takes the intrinsics' _mm512_undefined_* for uninitialised reads
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 __attribute__((target("avx512f"), optimize("fp-contract=off"))) void sgd_mirror_avx512(
@@ -96,7 +114,7 @@ __attribute__((target("avx512f"), optimize("fp-contract=off"))) void sgd_mirror_
   _mm_sfence();  // the streamed stores before any later load of the mirror
 }
 
-// The plain update (no mirror) on AVX-512F: the same bits as sgd_pass's loop
+// The plain update (no mirror) on AVX-512F: the same bits as sgd_plain_scalar
 // (no fused multiply-add), which the build's generic x86-64 target compiles
 // to SSE2 — a pass that is bound by memory still issues fewer, wider loads
 // here (AlexNet-OWT's 61 M parameters on 2 cores of an Emerald Rapids Xeon:
@@ -105,7 +123,7 @@ __attribute__((target("avx512f"), optimize("fp-contract=off"))) void sgd_avx512(
     const float* p_in, const float* m_in, float* p_out, float* m_out, const float* grad, ptrdiff_t b, ptrdiff_t e,
     float lr, float momentum, float wd) {
 #ifdef __clang__
-#pragma clang fp contract(off)  // clang ignores optimize(); the scalar tail must not fuse either
+#pragma clang fp contract(off)  // clang ignores optimize()
 #endif
   const __m512 vlr = _mm512_set1_ps(lr), vmom = _mm512_set1_ps(momentum), vwd = _mm512_set1_ps(wd);
   ptrdiff_t i = b;
@@ -116,13 +134,7 @@ __attribute__((target("avx512f"), optimize("fp-contract=off"))) void sgd_avx512(
     _mm512_storeu_ps(m_out + i, m);
     _mm512_storeu_ps(p_out + i, _mm512_sub_ps(p0, _mm512_mul_ps(vlr, m)));
   }
-  for (; i < e; ++i) {
-    const float p = p_in[i];
-    const float g = grad[i] + wd * p;
-    const float m = momentum * m_in[i] + g;
-    m_out[i] = m;
-    p_out[i] = p - lr * m;
-  }
+  sgd_plain_scalar(p_in, m_in, p_out, m_out, grad, i, e, lr, momentum, wd);
 }
 #pragma GCC diagnostic pop
 
@@ -435,16 +447,9 @@ class CpuBackend final : public Backend {
         if (param_bf16 == nullptr && avx512) {
           sgd_avx512(p_in, m_in, p_out, m_out, grad, b, e, lr, momentum, wd);
         } else if (param_bf16 == nullptr) {
-#pragma omp simd
-          for (ptrdiff_t i = b; i < e; ++i) {
-            const float p = p_in[i];
-            const float g = grad[i] + wd * p;
-            const float m = momentum * m_in[i] + g;
-            m_out[i] = m;
-            p_out[i] = p - lr * m;
-          }
+          sgd_plain_scalar(p_in, m_in, p_out, m_out, grad, b, e, lr, momentum, wd);
         } else {  // in place only (sgd_update_segments)
-          if (has_avx512f())
+          if (avx512)
             sgd_mirror_avx512(p_out, grad, m_out, param_bf16, b, e, lr, momentum, wd);
           else
             sgd_mirror_scalar(p_out, grad, m_out, param_bf16, b, e, lr, momentum, wd);

@@ -77,15 +77,24 @@ class LinearOneDnn final : public LinearKernel {
       // the matmul's brgemm repacks it (see backward_on_inner_product).
       const auto fwd_hint = dnnl::inner_product_forward::primitive_desc(
           dnnl::inner_product_forward::desc(dnnl::prop_kind::forward_training, x_md, w_md, dy_md), eng);
-      bwd_data_ = dnnl::inner_product_backward_data(dnnl::inner_product_backward_data::primitive_desc(
-          dnnl::inner_product_backward_data::desc(dx_md, w_md, dy_md), eng, fwd_hint));
-      bwd_weights_ = dnnl::inner_product_backward_weights(dnnl::inner_product_backward_weights::primitive_desc(
-          dnnl::inner_product_backward_weights::desc(x_md, dw_md, dy_md), eng, fwd_hint));
+      const dnnl::inner_product_backward_data::primitive_desc dpd(
+          dnnl::inner_product_backward_data::desc(dx_md, w_md, dy_md), eng, fwd_hint);
+      const dnnl::inner_product_backward_weights::primitive_desc wpd(
+          dnnl::inner_product_backward_weights::desc(x_md, dw_md, dy_md), eng, fwd_hint);
+      bwd_data_ = dnnl::inner_product_backward_data(dpd);
+      bwd_weights_ = dnnl::inner_product_backward_weights(wpd);
       ip_backward_ = true;
+      impl_ = fpd.impl_info_str() + std::string("; backward on inner product ") + dpd.impl_info_str() + ", " +
+              wpd.impl_info_str();
     } else {
-      bwd_data_ = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(dy_md, w_md, dx_md), eng));
-      bwd_weights_ = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(dyt_md, x_md, dw_md), eng));
+      const dnnl::matmul::primitive_desc dpd(dnnl::matmul::desc(dy_md, w_md, dx_md), eng);
+      const dnnl::matmul::primitive_desc wpd(dnnl::matmul::desc(dyt_md, x_md, dw_md), eng);
+      bwd_data_ = dnnl::matmul(dpd);
+      bwd_weights_ = dnnl::matmul(wpd);
+      impl_ = fpd.impl_info_str() + std::string("; backward on matmul ") + dpd.impl_info_str() + ", " +
+              wpd.impl_info_str();
     }
+    impl_ = "matmul " + impl_;
 
     x_ = user_memory(x_md, eng);
     y_ = user_memory(y_md, eng);
@@ -119,10 +128,7 @@ class LinearOneDnn final : public LinearKernel {
 
   // "matmul <forward's impl>; backward on inner product|matmul <data's impl>,
   // <weights' impl>".
-  std::string impl() const override {
-    return "matmul " + impl_of(fwd_) + "; backward on " + (ip_backward_ ? "inner product " : "matmul ") +
-           impl_of(bwd_data_) + ", " + impl_of(bwd_weights_);
-  }
+  std::string impl() const override { return impl_; }
 
   Format src_format() const override { return in_fmt_; }
   Format dst_format() const override { return out_fmt_; }
@@ -178,13 +184,6 @@ class LinearOneDnn final : public LinearKernel {
   }
 
  private:
-  static std::string impl_of(const dnnl::primitive& p) {
-    const char* info = nullptr;
-    dnnl::error::wrap_c_api(dnnl_primitive_desc_query(p.get_primitive_desc(), dnnl_query_impl_info_str, 0, &info),
-                            "linear: the implementation's name");
-    return info != nullptr ? info : "";
-  }
-
   // W (f32, the arena's) as the products read it: in place, the mirror's
   // bf16 bits of it, or a bf16 copy.
   void set_weights(const float* w) {
@@ -231,6 +230,7 @@ class LinearOneDnn final : public LinearKernel {
   dnnl::matmul fwd_;
   dnnl::primitive bwd_data_, bwd_weights_;  // matmul, or inner product (ip_backward_)
   bool ip_backward_ = false;
+  std::string impl_;  // impl(): the three products' implementations, named at construction
   memory x_, y_, b_, w_, wt_, dx_, dw_, dy_, dyt_;
   memory w_user_, dy_user_, dy_copy_;  // bf16: the f32 operands and the copies
   dnnl::reorder to_bf16_, dy_to_bf16_;
