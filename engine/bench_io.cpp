@@ -94,6 +94,7 @@ int bench_loader(const LoaderArgs& a) {
                              : io::ImageShape{224, 224, ds.channels()};
   o.resize = a.eval_resize;
   o.dct_scaling = a.dct_scaling;
+  o.fit_raw = o.augment.mode != io::CropMode::none || a.eval_resize > 0;  // as dtrain train
   const int warmup = 3;
   o.total_batches = warmup + a.steps;
   auto plan = [&] { return io::Sampler(ds.n(), 1, 0, a.minibatch, 1); };

@@ -148,7 +148,12 @@ int cmd_data(const std::vector<std::string>& args) {
     o.overwrite = overwrite;
     if (!out.empty()) {
       check_output_folder(w, "out", out);
-      check_new_output(w, "out", out, overwrite);
+      // F with its report still F.skipped.txt.partial: perhaps a run of this
+      // conversion stopped as it ended; the converter finishes it, or refuses F.
+      std::error_code ec;
+      const bool ending = std::filesystem::exists(out, ec) && std::filesystem::exists(out + ".skipped.txt.partial", ec) &&
+                          !std::filesystem::exists(io::ImageStoreWriter::report_path(out), ec);
+      if (!ending) check_new_output(w, "out", out, overwrite);
       check_new_output(w, "out", io::ImageStoreWriter::report_path(out), overwrite,
                        "choose another file (the report of skipped files is FILE.skipped.txt)");
     }

@@ -45,6 +45,7 @@ io::Prefetcher make_loader(TrainJob& job, const ResumePoint& from) {
   po.input = job.train_transform.input;
   po.resize = job.train_transform.resize;
   po.dct_scaling = job.train_transform.dct_scaling;
+  po.fit_raw = job.train_transform.fit_raw;
   po.seed = static_cast<uint64_t>(cfg.seed) * 0x9E3779B97F4A7C15ull + 11;
   po.start_epoch = from.epoch;
   po.start_step = from.step_in_epoch;

@@ -42,7 +42,9 @@ herr_t collect_innermost(unsigned /*n*/, const H5E_error2_t* err, void* data) {
   return 0;
 }
 
-// fsync a path opened with POSIX; `what` names it in the error.
+}  // namespace
+
+// fsync of a path opened with POSIX (h5_util.hpp).
 void fsync_path(const std::string& path, bool directory) {
   int fd = ::open(path.c_str(), directory ? (O_RDONLY | O_DIRECTORY) : O_RDONLY);
   if (fd < 0) DT_FAIL("cannot open ", path, " for fsync: ", std::strerror(errno));
@@ -53,7 +55,6 @@ void fsync_path(const std::string& path, bool directory) {
   if (rc != 0 && !(directory && (err == EINVAL || err == EBADF)))
     DT_FAIL("fsync of ", path, " failed: ", std::strerror(err));
 }
-}  // namespace
 
 namespace {
 // The value of `key = '...'` or `key = ...,` in an HDF5 description ("" if none).

@@ -350,6 +350,12 @@ Hdf5Dataset::Hdf5Dataset(const std::string& path, const Hdf5Options& options)
   if (has_attribute(f, "layout"))
     if (const std::string layout = read_string_attribute(f, path, "layout"); layout != "raw")
       DT_USAGE(path, ": attribute 'layout' is '", layout, "': not a raw dataset file (open it with io::open_dataset)");
+  // A converter's file that is not finished (image_store.hpp: `progress` is
+  // removed when the conversion ends): its unwritten samples read as black
+  // images of class 0.
+  if (has_attribute(f, "progress"))
+    DT_USAGE(path, ": an unfinished dtrain data imagefolder conversion (attribute 'progress'); run the same "
+             "dtrain data imagefolder command again to finish it");
   classes_ = read_classes(f, path);
 
   images_ = open_h5_dataset(f, path, "images", H5P_DEFAULT);

@@ -42,9 +42,19 @@ ImageList list_class_tree(const std::string& root, const std::vector<std::string
   ImageList list;
   list.root = root;
   std::vector<std::string> folders;
+  std::error_code rec;
+  const fs::path real_root = fs::canonical(root, rec);
   for (const auto& e : fs::directory_iterator(root)) {
     const std::string name = e.path().filename().string();
-    if (e.is_directory()) folders.push_back(name);
+    std::error_code ec;
+    bool folder = e.is_directory(ec) && !ec;  // a looping link: an error, not a folder
+    if (folder && e.is_symlink(ec) && !rec) {  // a link to root or above it would list root again
+      std::error_code cec;
+      const fs::path target = fs::canonical(e.path(), cec);
+      const fs::path back = real_root.lexically_relative(target);  // "." or "a/b": root at or below the target
+      if (cec || back.empty() || *back.begin() != "..") folder = false;
+    }
+    if (folder) folders.push_back(name);
     else list.ignored.push_back(name);
   }
   std::sort(folders.begin(), folders.end());
@@ -73,10 +83,12 @@ ImageList list_class_tree(const std::string& root, const std::vector<std::string
     std::error_code ec;
     fs::recursive_directory_iterator it(fs::path(root) / folder, ec), end;
     for (; !ec && it != end; it.increment(ec)) {
-      std::error_code fec;
+      std::error_code fec, dec;
       if (it->is_regular_file(fec)) files.push_back(fs::relative(it->path(), root).generic_string());
+      else if (!it->is_directory(dec) || dec) list.not_files.push_back(fs::path(it->path()).lexically_relative(root).generic_string());
     }
     if (ec) DT_USAGE(root, ": cannot list class folder '", folder, "': ", ec.message());
+    if (files.empty()) list.empty_classes.push_back(folder);
     std::sort(files.begin(), files.end());
     for (auto& f : files) {
       list.files.push_back(std::move(f));
@@ -121,7 +133,29 @@ ImageList list_labelled_folder(const std::string& root, const std::string& label
 
   ImageList list;
   list.root = root;
-  const bool by_index = std::all_of(lines.begin(), lines.end(), [](const Line& l) { return all_digits(l.cls); });
+  // Indices or names, never both: one name among indices (a typo such as "1O")
+  // would turn every index into a name and relabel the whole file.
+  const auto first_index = std::find_if(lines.begin(), lines.end(), [](const Line& l) { return all_digits(l.cls); });
+  const auto first_name = std::find_if(lines.begin(), lines.end(), [](const Line& l) { return !all_digits(l.cls); });
+  if (first_index != lines.end() && first_name != lines.end())
+    DT_USAGE(labels_file, ":", first_name->number, ": class '", format::visible(first_name->cls),
+             "' is not a 0-based index (at most 9 digits), but line ", first_index->number, "'s class '",
+             first_index->cls, "' is one; a labels file gives every class as an index or every class as a name");
+  const bool by_index = first_name == lines.end();
+  if (by_index && !class_table.empty()) {
+    // A class table whose names are digits: "2" could be index 2 or the class named "2".
+    const auto names = index_of(class_table);
+    for (const auto& l : lines)
+      if (auto it = names.find(l.cls); it != names.end() && std::to_string(it->second) != l.cls) {
+        const size_t k = size_t(std::stol(l.cls));
+        DT_USAGE(labels_file, ":", l.number, ": class '", l.cls, "' is ambiguous: index ", l.cls,
+                 k < class_table.size() ? " (the class table's '" + format::visible(class_table[k]) + "')"
+                                        : std::string(" (outside the class table)"),
+                 " or the class table's name of class ", it->second,
+                 "; name every class by a class-table name that is not all digits, or by its index in a file whose "
+                 "class names are not digits");
+      }
+  }
   if (!class_table.empty()) {
     list.class_names = class_table;
   } else if (by_index) {
@@ -160,6 +194,12 @@ ImageList list_labelled_folder(const std::string& root, const std::string& label
                fs::exists(p, ec) ? "is not a regular file" : "does not exist");
     list.files.push_back(rel);
     list.labels.push_back(v.first);
+  }
+  if (by_index && class_table.empty()) {  // indices 0..max that no line names
+    std::vector<char> used(list.class_names.size(), 0);
+    for (int32_t l : list.labels) used[size_t(l)] = 1;
+    for (size_t k = 0; k < used.size(); ++k)
+      if (!used[k]) list.empty_classes.push_back(list.class_names[k]);
   }
   return list;
 }

@@ -8,7 +8,9 @@
 //     must be one of its names and gets that index. Every regular file in a
 //     class folder (at any depth below it) is a candidate, whatever its name:
 //     the converter decides by content. Files directly in ROOT are listed as
-//     ignored. Samples are ordered by class index, then by path.
+//     ignored, and so are entries of ROOT that cannot be followed (a looping
+//     link) or lead back to ROOT or above it (`self -> .`: every image twice).
+//     Samples are ordered by class index, then by path.
 //   - a flat folder and a labels file (validation): one "NAME CLASS" line per
 //     image (whitespace-separated, or a single comma; blank lines and lines
 //     starting with '#' are skipped). NAME is a path relative to ROOT; CLASS
@@ -18,7 +20,8 @@
 //     indices 0..max as text). Samples are ordered by NAME.
 //
 // Errors (UsageError, exit 2, before anything is written): ROOT missing or not
-// a folder; no candidate file at all ("no images under ROOT"); a labels file
+// a folder; a labels file mixing indices and names, or (with a class table
+// whose names are digits) an index that is also another class's name; no candidate file at all ("no images under ROOT"); a labels file
 // that is missing, has a malformed line, names a file twice, names a missing
 // file, or a class the class table lacks (each naming the file and line); a
 // class folder the class table lacks; a class table that is missing or has
@@ -37,6 +40,12 @@ struct ImageList {
   std::vector<int32_t> labels;            // [M] class indices
   std::vector<std::string> class_names;   // [K]
   std::vector<std::string> ignored;       // files not taken (relative to root), for the report
+  // For warnings (the conversion goes on): classes that no candidate file has
+  // (an empty class folder; indices a labels file skips), and entries under
+  // the class folders that are no regular file (a broken or looping link, a
+  // fifo, a socket), relative to root; each in listing order.
+  std::vector<std::string> empty_classes;
+  std::vector<std::string> not_files;
 };
 
 // A class tree under root. class_table: empty = the sorted subfolder names.

@@ -144,12 +144,47 @@ void write_description(hid_t f, const StoreSpec& s) {
 
 // An existing partial file must come from the same conversion.
 void check_resume_key(const std::string& partial, const std::string& key) {
-  H5Id f = open_h5_read_only(partial);
+  H5Id f;
+  try {
+    f = open_h5_read_only(partial);
+  } catch (const UsageError& e) {  // e.g. a run killed while it created the file
+    DT_USAGE(e.what(), " — the partial output of an earlier run, which cannot be continued; remove ", partial,
+             "* to start over");
+  }
   const std::string found = has_attribute(f.get(), kKeyAttr) ? read_string_attribute(f.get(), partial, kKeyAttr) : "";
   if (found != key)
     DT_USAGE(partial, ": left by a conversion with other options or another file list (",
              found.empty() ? "no resume key" : "resume key " + found, ", this one is ", key,
              "); rerun that command to finish it, or remove ", partial, "* to start over");
+}
+
+// F after its rename: `progress` removed — what makes it a finished file
+// (readers refuse a file that has it) — flushed, closed and synced.
+void drop_progress(const std::string& path) {
+  H5Id fapl = make_fapl_no_locking();
+  const hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDWR, fapl.get());
+  if (id < 0) DT_FAIL("cannot reopen ", path, " to finish it", h5_error_suffix());
+  H5Id f(id, H5Fclose);
+  if (has_attribute(f.get(), kProgressAttr)) DT_H5(H5Adelete(f.get(), kProgressAttr));
+  const hid_t raw = f.release();
+  if (H5Fclose(raw) < 0) DT_FAIL("closing ", path, " failed", h5_error_suffix());
+  fsync_path(path, false);
+}
+
+// A report field: a backslash, tab, newline or carriage return inside it
+// written as two characters (\\, \t, \n, \r), so each line stays PATH<TAB>REASON.
+std::string escape_report_field(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    switch (c) {
+      case '\\': out += "\\\\"; break;
+      case '\t': out += "\\t"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      default: out += c;
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -264,9 +299,7 @@ void ImageStoreWriter::add_jpeg(std::vector<uint8_t> jpeg, int height, int width
 void ImageStoreWriter::add_skipped(const std::string& path, const std::string& reason) {
   Impl& m = *impl_;
   DT_CHECK(m.cur.inputs_done < m.spec.inputs, "add_skipped: more inputs than ", m.spec.inputs);
-  std::string line = path + "\t" + reason;
-  for (char& c : line)
-    if (c == '\n' || c == '\r') c = ' ';
+  const std::string line = escape_report_field(path) + "\t" + escape_report_field(reason);
   m.buf_report += line + "\n";
   m.cur.report_bytes += int64_t(line.size() + 1);
   ++m.cur.inputs_done;
@@ -326,14 +359,20 @@ int64_t ImageStoreWriter::commit() {
     m.jpeg_bytes.close();
     fs::remove(m.partial, ec);
     fs::remove(m.partial + ".jpeg", ec);
+    // An F that --overwrite was to replace goes too: the report describes this
+    // run, and it is not that F's.
+    const bool removed = fs::remove(m.spec.path, ec);
     finish_report();
-    DT_USAGE(m.spec.path, ": none of the ", m.spec.inputs, " files could be decoded (see ", report_final,
-             "); nothing written");
+    DT_USAGE(m.spec.path, ": none of the ", m.spec.inputs, " files could be decoded (see ", report_final, "); ",
+             removed ? "the earlier file of that name was removed (--overwrite) and no new one written"
+                     : "nothing written");
   }
   if (m.raw) {
-    DT_H5(H5Adelete(m.raw->file(), kKeyAttr));
-    DT_H5(H5Adelete(m.raw->file(), kProgressAttr));
+    // F.partial becomes F with `progress` still in it (readers refuse it), then
+    // `progress` goes; a run stopped in between finishes it (finish_interrupted).
     m.raw->commit(n);
+    m.raw.reset();
+    drop_progress(m.spec.path);
   } else {
     H5TempFile out(m.spec.path);
     const hid_t f = out.id();
@@ -370,6 +409,7 @@ int64_t ImageStoreWriter::commit() {
       write_rows(l.get(), H5T_NATIVE_INT32, 0, n, 1, labels.data());
       write_classes_attribute(f, int(m.spec.class_names.size()));
       write_description(f, m.spec);
+      write_string_attribute(f, kKeyAttr, m.spec.resume_key);  // which conversion made F (finish_interrupted)
     }
     out.commit();
     m.offsets.reset();
@@ -382,6 +422,40 @@ int64_t ImageStoreWriter::commit() {
   }
   finish_report();
   return int64_t(fs::file_size(m.spec.path, ec));
+}
+
+bool ImageStoreWriter::finish_interrupted(const StoreSpec& spec) {
+  std::error_code ec;
+  const std::string report_partial = spec.path + ".skipped.txt.partial";
+  if (!fs::exists(spec.path, ec) || !fs::exists(report_partial, ec)) return false;
+  std::string key;
+  try {
+    H5Id f = open_h5_read_only(spec.path);
+    if (has_attribute(f.get(), kKeyAttr)) key = read_string_attribute(f.get(), spec.path, kKeyAttr);
+  } catch (const UsageError&) {
+    return false;  // not a file of this converter
+  }
+  if (key != spec.resume_key) return false;
+  const std::string partial = partial_path(spec.path);
+  if (fs::exists(partial, ec)) {  // jpeg: only partial files that had done every input may go
+    std::vector<int64_t> v;
+    try {
+      H5Id p = open_h5_read_only(partial);
+      v = read_ints_attribute(p.get(), partial, kProgressAttr);
+    } catch (const UsageError&) {
+      return false;
+    }
+    if (v.size() != 4 || v[0] != spec.inputs) return false;  // a conversion under way: the caller resumes it
+  }
+  drop_progress(spec.path);
+  fs::remove(partial, ec);
+  fs::remove(partial + ".jpeg", ec);
+  const std::string report = report_path(spec.path);
+  fs::rename(report_partial, report, ec);
+  if (ec) DT_FAIL("renaming ", report_partial, " to ", report, " failed: ", ec.message());
+  const fs::path dir = fs::path(spec.path).parent_path();
+  fsync_path(dir.empty() ? std::string(".") : dir.string(), true);
+  return true;
 }
 
 }  // namespace dtrain::io

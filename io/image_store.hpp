@@ -19,11 +19,12 @@
 // and the report to the recorded lengths and continues from `inputs done`.
 //
 // commit(): raw — the datasets are shrunk to the samples stored (skipped
-// inputs leave no gap: samples are packed in input order), the resume
-// attributes are removed and F.partial is renamed to F. jpeg — F is written
-// afresh (temporary name, renamed) from F.partial and F.partial.jpeg, which are
+// inputs leave no gap: samples are packed in input order), F.partial is
+// renamed to F and then `progress` is removed from F (`resume_key` stays:
+// which conversion made F). jpeg — F is written afresh (temporary name,
+// renamed; with `resume_key`) from F.partial and F.partial.jpeg, which are
 // then removed. Last, the report is renamed to F.skipped.txt (it is written
-// even when empty).
+// even when empty). A file with `progress` is unfinished: readers refuse it.
 //
 // Threads: one thread uses a writer. Errors: UsageError when a partial file
 // belongs to another conversion or cannot be reopened; Error on a write failure.
@@ -83,6 +84,14 @@ class ImageStoreWriter {
   // size of F in bytes. Throws UsageError when no sample was stored (the
   // report is still renamed; F.partial files are removed).
   int64_t commit();
+
+  // A run of this conversion (spec.resume_key) stopped after F took its name:
+  // raw before `progress` was removed from F, either layout before the report
+  // was renamed or (jpeg) the partial files removed. Finishes it and returns
+  // true; false when F or F.skipped.txt.partial is absent, F is another
+  // conversion's, or F.partial has inputs left (a conversion under way over an
+  // F that --overwrite replaces). Error on a failed write.
+  static bool finish_interrupted(const StoreSpec& spec);
 
   static std::string partial_path(const std::string& path) { return path + ".partial"; }
   static std::string report_path(const std::string& path) { return path + ".skipped.txt"; }

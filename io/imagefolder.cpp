@@ -23,6 +23,7 @@
 #include <thread>
 
 #include "core/error.hpp"
+#include "core/format.hpp"
 #include "core/log.hpp"
 #include "core/settings.hpp"
 #include "io/image_codec.hpp"
@@ -267,6 +268,62 @@ class OutputLock {
 
 }  // namespace
 
+namespace {
+
+// In a class tree, F inside a class folder would make its own partial files
+// inputs of a resumed run (F.partial*, F.skipped.txt.partial under ROOT/<class>/).
+void check_out_outside_classes(const ImageFolderOptions& o) {
+  std::error_code ec1, ec2;
+  const fs::path out = fs::weakly_canonical(o.out, ec1), root = fs::weakly_canonical(o.root, ec2);
+  if (ec1 || ec2) return;  // the listing names what is wrong with root
+  const fs::path rel = out.lexically_relative(root);
+  if (rel.empty() || *rel.begin() == ".." || std::distance(rel.begin(), rel.end()) < 2) return;
+  DT_USAGE("option 'out': ", o.out, " is inside the class folder '", format::visible(rel.begin()->string()), "' of ",
+           o.root, " (option 'root'), where its partial files would become inputs of a resumed run; write it "
+           "outside the class folders");
+}
+
+// "F.tmp.<digits>": what a run stopped while it wrote F left (the jpeg store's
+// final copy, H5TempFile). Under the output lock no other converter writes F.
+void remove_stale_temporaries(const std::string& out) {
+  const fs::path p(out);
+  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  const std::string prefix = p.filename().string() + ".tmp.";
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
+    if (!std::all_of(name.begin() + std::ptrdiff_t(prefix.size()), name.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      continue;
+    std::error_code rec;
+    if (fs::remove(it->path(), rec))
+      log::info("imagefolder: removed ", it->path().string(), ", left by a run stopped while it wrote ", out);
+  }
+}
+
+// The summary of a conversion that an earlier run finished (finish_interrupted).
+ImageFolderSummary finished_summary(const ImageFolderOptions& o, const ImageList& list) {
+  ImageFolderSummary s;
+  s.path = o.out;
+  s.report_path = ImageStoreWriter::report_path(o.out);
+  s.store = o.store;
+  s.size = o.size;
+  s.quality = o.quality;
+  s.classes = int(list.class_names.size());
+  s.threads = o.threads;
+  s.inputs = int64_t(list.files.size());
+  s.resumed_from = s.inputs;
+  std::ifstream report(s.report_path);
+  std::string line;
+  while (std::getline(report, line)) ++s.skipped;
+  s.stored = s.inputs - s.skipped;
+  std::error_code ec;
+  s.file_bytes = int64_t(fs::file_size(o.out, ec));
+  return s;
+}
+
+}  // namespace
+
 ImageList list_images(const ImageFolderOptions& o) {
   std::vector<std::string> table;
   if (!o.class_table.empty()) table = read_class_names(o.class_table);
@@ -278,14 +335,23 @@ ImageFolderSummary convert_image_folder(const ImageFolderOptions& opt) {
   ImageFolderOptions o = opt;
   if (o.threads == 0) o.threads = default_threads();
   if (o.checkpoint_every == 0) o.checkpoint_every = kDefaultCheckpointEvery;
+  if (o.labels.empty()) check_out_outside_classes(o);
   const ImageList list = list_images(o);
   if (!list.ignored.empty())
-    log::warn(o.root, ": ", list.ignored.size(), " file(s) directly in the root are in no class folder and are not "
-              "converted (first: ", list.ignored.front(), ")");
+    log::warn(o.root, ": ", list.ignored.size(), " entr", list.ignored.size() == 1 ? "y" : "ies",
+              " directly in the root (files, links that loop or lead back to the root) are no class folder and are "
+              "not converted (first: ", format::visible(list.ignored.front()), ")");
+  if (!list.empty_classes.empty())
+    log::warn(o.root, ": ", list.empty_classes.size(), " of the ", list.class_names.size(),
+              " classes have no input file and will have no image (first: '",
+              format::visible(list.empty_classes.front()), "')");
+  if (!list.not_files.empty())
+    log::warn(o.root, ": ", list.not_files.size(), " entr", list.not_files.size() == 1 ? "y" : "ies",
+              " under the class folders are no regular file (a broken or looping link, a fifo, a socket) and are "
+              "not converted (first: ", format::visible(list.not_files.front()), ")");
   init_vips();
   const OutputLock lock(o.out);
-  if (!o.overwrite && std::filesystem::exists(o.out))  // written by a converter that ended meanwhile
-    DT_USAGE("option 'out': ", o.out, " exists (written while this run waited); choose another file");
+  remove_stale_temporaries(o.out);
 
   StoreSpec spec;
   spec.path = o.out;
@@ -295,6 +361,13 @@ ImageFolderSummary convert_image_folder(const ImageFolderOptions& opt) {
   spec.inputs = int64_t(list.files.size());
   spec.class_names = list.class_names;
   spec.resume_key = resume_key(o, list);
+  if (ImageStoreWriter::finish_interrupted(spec)) {  // an earlier run stopped after F took its name
+    log::info("imagefolder: finished the end of an earlier run of this conversion (stopped after ", o.out,
+              " was written)");
+    return finished_summary(o, list);
+  }
+  if (!o.overwrite && std::filesystem::exists(o.out))  // written by a converter that ended meanwhile
+    DT_USAGE("option 'out': ", o.out, " exists; choose another file");
   std::function<void(int64_t)> kill_point;
   if (auto k = settings::convert_kill_at(); k && *k > 0)
     kill_point = [k = *k](int64_t stored) {

@@ -41,6 +41,7 @@ InputTransform make_transform(const Dataset& data, const PrefetchOptions& o) {
   t.augment = o.augment;
   t.train = true;
   t.dct_scaling = o.dct_scaling;
+  t.fit_raw = o.fit_raw;
   check_transform(data, t);
   return t;
 }

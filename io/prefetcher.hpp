@@ -79,6 +79,7 @@ struct PrefetchOptions {
   ImageShape input;            // the network input of one sample; h = 0 → the file's fixed shape (raw)
   int64_t resize = 0;          // R of the fixed crops (InputTransform); 0 → default_resize(input)
   bool dct_scaling = true;     // JPEG decode at 1/2, 1/4, 1/8 when the region allows (sample_decoder.hpp)
+  bool fit_raw = false;        // raw images of another size resized + cropped (InputTransform::fit_raw)
   uint64_t seed = 0;           // augmentation seed (independent of the Sampler's)
   int64_t start_epoch = 0;     // first batch delivered: (start_epoch, start_step)
   int64_t start_step = 0;      //   (a resumed run continues its plan)

@@ -240,6 +240,19 @@ TEST_CASE("evaluation of a raw image whose shorter side is R: the exact center w
              Contains(path) && Contains("32×40×3") && Contains("expects 28×28×3"));
   t.fit_raw = true;
   CHECK_NOTHROW(dtrain::io::check_transform(ds, t));
+  // The training loader takes the same flag (a run with --augment none --eval-resize R
+  // on such a file was refused by the loader after the job's own check accepted it).
+  dtrain::io::PrefetchOptions po;
+  po.threads = 1;
+  po.input = t.input;
+  po.resize = 32;
+  CHECK_THAT(usage_error_message([&] { dtrain::io::Prefetcher pf(ds, dtrain::io::Sampler(ds.n(), 1, 0, 3, 1), po); }),
+             Contains("expects 28×28×3"));
+  po.fit_raw = true;
+  {
+    dtrain::io::Prefetcher pf(ds, dtrain::io::Sampler(ds.n(), 1, 0, 3, 1), po);
+    CHECK(pf.next().step == 0);
+  }
   const dtrain::io::NormalizeTable norm(3, {}, {});
   std::vector<float> out(size_t(n * 28 * 28 * 3));
   dtrain::io::load_batch(ds, {0, 1, 2}, t, norm, 0, 0, 2, out.data());

@@ -514,3 +514,129 @@ TEST_CASE("imagefolder: DCT scaling and the resize rule", "[imagefolder]") {
   io::shorter_side_size(37, 53, 48, w, h);
   CHECK((w == 48 && h == 69));  // 53·48/37 = 68.76
 }
+
+TEST_CASE("imagefolder: a labels file gives every class as an index or every class as a name", "[imagefolder]") {
+  TempDir tmp;
+  auto o = options(tmp.file("v.h5"), io::StoreLayout::raw, 8);
+  o.root = tree().val_root;
+  o.labels = tmp.file("labels.txt");
+  // One typo ("1O") among indices turned every index into a name (sorted as text: 10 before 2).
+  std::ofstream(o.labels) << "ILSVRC2012_val_00000001.JPEG 0\nILSVRC2012_val_00000002.JPEG 2\n"
+                             "ILSVRC2012_val_00000003.JPEG 1O\n";
+  CHECK_THAT(test::usage_error_message([&] { io::list_images(o); }),
+             Catch::Contains("labels.txt:3") && Catch::Contains("'1O' is not a 0-based index") &&
+                 Catch::Contains("line 1"));
+  // A class table whose names are digits in another order: "2" is index 2 and the name of class 1.
+  fs::create_directories(tmp.path() / "digits");
+  for (const char* c : {"10", "2", "3"}) {
+    fs::create_directories(tmp.path() / "digits" / c);
+    fs::copy_file(fs::path(tree().train_root) / tree().train.front().path, tmp.path() / "digits" / c / "a.img");
+  }
+  auto t = options(tmp.file("digits.h5"), io::StoreLayout::raw, 8);
+  t.root = tmp.file("digits");
+  io::convert_image_folder(t);
+  o.class_table = tmp.file("digits.h5");
+  std::ofstream(o.labels) << "ILSVRC2012_val_00000001.JPEG 2\n";
+  CHECK_THAT(test::usage_error_message([&] { io::list_images(o); }),
+             Catch::Contains("labels.txt:1") && Catch::Contains("'2' is ambiguous") &&
+                 Catch::Contains("the class table's '3'") && Catch::Contains("name of class 1"));
+  // Indices that agree with the names (a table "0".."9" written from indices) are fine.
+  o.class_table.clear();
+  std::ofstream(o.labels) << "ILSVRC2012_val_00000001.JPEG 0\nILSVRC2012_val_00000002.JPEG 3\n";
+  const auto list = io::list_images(o);
+  CHECK(list.labels == std::vector<int32_t>{0, 3});
+  CHECK(list.empty_classes == std::vector<std::string>{"1", "2"});  // warned about, not refused
+}
+
+TEST_CASE("imagefolder: root entries that loop or lead back, empty classes and broken links are listed, not followed",
+          "[imagefolder]") {
+  TempDir tmp;
+  const fs::path r = tmp.path() / "r";
+  fs::create_directories(r / "cat");
+  fs::create_directories(r / "dog");
+  fs::copy_file(fs::path(tree().train_root) / tree().train.front().path, r / "cat" / "a.img");
+  fs::create_symlink("l2", r / "l1");
+  fs::create_symlink("l1", r / "l2");
+  fs::create_directory_symlink(".", r / "self");
+  fs::create_symlink("nowhere", r / "cat" / "dangling.jpg");
+  auto o = options(tmp.file("x.h5"), io::StoreLayout::raw, 8);
+  o.root = r.string();
+  const auto list = io::list_images(o);
+  CHECK(list.class_names == std::vector<std::string>{"cat", "dog"});
+  CHECK(list.files == std::vector<std::string>{"cat/a.img"});
+  CHECK(list.ignored == std::vector<std::string>{"l1", "l2", "self"});
+  CHECK(list.empty_classes == std::vector<std::string>{"dog"});
+  CHECK(list.not_files == std::vector<std::string>{"cat/dangling.jpg"});
+  // F inside a class folder: its partial files would become inputs of a resumed run.
+  o.out = (r / "cat" / "x.h5").string();
+  CHECK_THAT(test::usage_error_message([&] { io::convert_image_folder(o); }),
+             Catch::Contains("inside the class folder 'cat'"));
+  CHECK_FALSE(fs::exists(r / "cat" / "x.h5.partial"));
+}
+
+TEST_CASE("imagefolder: a run stopped after F took its name is finished by the same command", "[imagefolder]") {
+  TempDir tmp;
+  for (auto store : {io::StoreLayout::raw, io::StoreLayout::jpeg}) {
+    const std::string out = tmp.file(store == io::StoreLayout::raw ? "raw.h5" : "jpeg.h5");
+    auto o = options(out, store, 12);
+    io::convert_image_folder(o);
+    const auto lines = report_lines(out + ".skipped.txt");
+    const auto labels = [&] {
+      auto f = io::open_h5_read_only(out);
+      return read_all_rows<int32_t>(f.get(), "labels", H5T_NATIVE_INT32);
+    }();
+    // The state of a stop between the rename of F and the end: the report not
+    // renamed; raw: `progress` still in F; jpeg: a stale temporary of the copy.
+    fs::rename(out + ".skipped.txt", out + ".skipped.txt.partial");
+    if (store == io::StoreLayout::raw) {
+      {
+        io::H5Id fapl = io::make_fapl_no_locking();
+        io::H5Id f(H5Fopen(out.c_str(), H5F_ACC_RDWR, fapl.get()), H5Fclose);
+        REQUIRE(f.valid());
+        io::write_ints_attribute(f.get(), "progress", {1, 1, 0, 0});
+      }
+      CHECK_THAT(test::usage_error_message([&] { io::Hdf5Dataset d(out); }),
+                 Catch::Contains("an unfinished dtrain data imagefolder conversion"));
+    } else {
+      std::ofstream(out + ".tmp.12345") << "stale";
+    }
+    const auto s = io::convert_image_folder(o);
+    CHECK(s.stored == int64_t(labels.size()));
+    CHECK(s.skipped == int64_t(lines.size()));
+    CHECK(report_lines(out + ".skipped.txt") == lines);
+    CHECK_FALSE(fs::exists(out + ".skipped.txt.partial"));
+    CHECK_FALSE(fs::exists(out + ".tmp.12345"));
+    auto f = io::open_h5_read_only(out);
+    CHECK_FALSE(io::has_attribute(f.get(), "progress"));
+    CHECK(read_all_rows<int32_t>(f.get(), "labels", H5T_NATIVE_INT32) == labels);
+    if (store == io::StoreLayout::raw) CHECK_NOTHROW(io::Hdf5Dataset(out));
+  }
+  // Another conversion's F next to a report in progress is not taken for this one's.
+  const std::string out = tmp.file("raw.h5");
+  fs::rename(out + ".skipped.txt", out + ".skipped.txt.partial");
+  auto other = options(out, io::StoreLayout::raw, 10);
+  CHECK_THAT(test::usage_error_message([&] { io::convert_image_folder(other); }),
+             Catch::Contains(out) && Catch::Contains("exists"));
+}
+
+TEST_CASE("imagefolder: --overwrite with every input bad leaves no F from before; report fields are escaped",
+          "[imagefolder]") {
+  TempDir tmp;
+  const std::string out = tmp.file("x.h5");
+  auto o = options(out, io::StoreLayout::jpeg, 8);
+  io::convert_image_folder(o);
+  REQUIRE(fs::exists(out));
+  fs::create_directories(tmp.path() / "bad" / "a");
+  std::ofstream(tmp.file("bad/a/tab\there.JPEG")) << "text";
+  std::ofstream(tmp.file("bad/a/back\\slash.JPEG")) << "text";
+  o.root = tmp.file("bad");
+  o.overwrite = true;
+  CHECK_THAT(test::usage_error_message([&] { io::convert_image_folder(o); }),
+             Catch::Contains("none of the 2 files could be decoded") && Catch::Contains("earlier file") &&
+                 Catch::Contains("removed"));
+  CHECK_FALSE(fs::exists(out));  // the report describes this run, not the earlier F
+  const auto lines = report_lines(out + ".skipped.txt");
+  REQUIRE(lines.size() == 2);
+  CHECK(lines[0].first == "a/back\\\\slash.JPEG");
+  CHECK(lines[1].first == "a/tab\\there.JPEG");
+}

@@ -49,6 +49,15 @@ for store in raw jpeg; do
   echo "ok: $store: killed twice, resumed, same file"
 done
 
+# A run stopped after F took its name, before its report did: the same command finishes it
+# (the command line must not refuse the F it finds), another conversion's command refuses F.
+cp raw.h5 f-raw.h5 && cp raw.h5.skipped.txt f-raw.h5.skipped.txt.partial
+expect_exit 2 "f-raw.h5 exists" -- convert --store jpeg --out f-raw.h5
+convert --store raw --out f-raw.h5 --threads 2 > finish.log 2>&1 || fail "finishing: $(cat finish.log)"
+grep -qF "finished the end of an earlier run" finish.log || fail "finishing: $(cat finish.log)"
+cmp raw.h5.skipped.txt f-raw.h5.skipped.txt && [ ! -e f-raw.h5.skipped.txt.partial ] || fail "finishing: $(ls)"
+echo "ok: a stopped end finished by the same command"
+
 # Validation with the train file's class table.
 "$DTRAIN" data imagefolder --root tree/val --labels tree/val_labels.txt --class-table raw.h5 --out val.h5 \
   --store raw --size 32 | grep -qF "val.h5: 29 images 32x32x3 (raw), 10 classes, 1 skipped" || fail "val"
