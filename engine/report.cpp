@@ -94,7 +94,9 @@ MeasuredRun read_run(const std::string& path) {
   std::ifstream f = open_input(path, "metrics");
   MeasuredRun r;
   r.file = path;
-  std::vector<double> st, tc, ips;
+  std::vector<double> st, tc, ips;   // the step records of the last run record
+  std::vector<double> tc_next, ips_next;  // step records since the last run record
+  int runs = 0;        // run records: more than one is more than one run (appended)
   nlohmann::json rec;  // the last run record
   std::string failed;  // the error of the last {"kind":"failed"} record
   int failed_line = 0;
@@ -124,8 +126,15 @@ MeasuredRun read_run(const std::string& path) {
     if (!kind->is_string())
       DT_USAGE("dtrain report: ", path, ":", n, ": field 'kind' is not a string (", kind->dump(), ")");
     if (*kind == "run") {
+      // A run record closes the step records since the one before it (the
+      // starts of one requeued run share a record); earlier ones are another run's.
       rec = std::move(j);
       rec_line = n;
+      ++runs;
+      ips = std::move(ips_next);
+      tc = std::move(tc_next);
+      ips_next.clear();
+      tc_next.clear();
     } else if (*kind == "failed") {
       auto e = j.find("error");
       failed = e != j.end() && e->is_string() && !e->get<std::string>().empty() ? e->get<std::string>()
@@ -133,8 +142,8 @@ MeasuredRun read_run(const std::string& path) {
       failed_line = n;
     } else if (*kind == "step") {
       const Record s{j, path, n, "step"};
-      ips.push_back(s.number("images_per_s", 0, true));
-      tc.push_back(s.number("t_compute_s", 0, false));
+      ips_next.push_back(s.number("images_per_s", 0, true));
+      tc_next.push_back(s.number("t_compute_s", 0, false));
     }
   }
   if (rec.is_null() && !failed.empty())
@@ -146,6 +155,14 @@ MeasuredRun read_run(const std::string& path) {
   if (failed_line > rec_line)
     DT_USAGE("dtrain report: ", path, ":", failed_line, ": the last start of this run failed, after the run record of line ",
              rec_line, ": ", failed);
+  // Runs appended to one file (--metrics-append with another run, or files
+  // joined with cat): the last run is the file's result, its steps only.
+  if (runs > 1)
+    std::fprintf(stderr, "dtrain report: note: %s holds %d runs (run records); only the last, at line %d, and its "
+                 "step records are reported\n", path.c_str(), runs, rec_line);
+  if (!ips_next.empty())
+    std::fprintf(stderr, "dtrain report: note: %s: %zu step record(s) after the last run record (a start that did not "
+                 "finish) are left out\n", path.c_str(), ips_next.size());
   const Record q{rec, path, rec_line, "run"};
   r.model = q.text("model");
   const std::string mode = q.text("mode");
@@ -181,6 +198,10 @@ MeasuredRun read_run(const std::string& path) {
   r.step = median(st);
   r.t_c = median(tc);
   r.t_o = std::max(0.0, r.step - r.t_c);  // everything that is not compute: the paper's T_O
+  if (r.t_c > 1.05 * r.step)
+    std::fprintf(stderr, "dtrain report: warning: %s: the median t_compute_s (%.3g s) exceeds the step time from "
+                 "images_per_s (%.3g s): the records disagree (edited, or another run's?); T_O is shown as 0\n",
+                 path.c_str(), r.t_c, r.step);
   r.ips = median(ips);
   return r;
 }

@@ -13,8 +13,10 @@
 
 #include "core/error.hpp"
 #include "engine/metrics.hpp"
+#include "engine/report.hpp"
 #include "tests/test_io_util.hpp"
 
+using dtrain::engine::MeasuredRun;
 using dtrain::engine::MetricsWriter;
 using dtrain::test::json_lines;
 using dtrain::test::TempDir;
@@ -87,4 +89,34 @@ TEST_CASE("appending to a metrics file cuts off a last line without a newline", 
   { std::ofstream(whole) << "{\"kind\":\"step\",\"step\":1}\n"; }
   { MetricsWriter(whole, true).write({{"kind", "step"}, {"step", 2}}); }
   CHECK(json_lines(whole).size() == 2);
+}
+
+// Two runs in one metrics file (--metrics-append with another configuration,
+// or files joined with cat) were pooled: every step record read under the
+// last run record's minibatch (a helper's finding).
+TEST_CASE("dtrain report reads the step records of the last run record only", "[metrics]") {
+  TempDir dir;
+  const std::string path = dir.file("two.jsonl");
+  auto run = [](int minibatch) {
+    return nlohmann::json{{"kind", "run"},   {"model", "lenet5"}, {"mode", "allreduce"}, {"minibatch", minibatch},
+                          {"workers", 1},    {"servers", 0},      {"ranks_per_node", 0}, {"threads", 1},
+                          {"cores", 2.0}};
+  };
+  auto step = [](double ips, double tc) {
+    return nlohmann::json{{"kind", "step"}, {"images_per_s", ips}, {"t_compute_s", tc}};
+  };
+  {
+    std::ofstream f(path);
+    for (int i = 0; i < 4; ++i) f << step(64000, 0.0009).dump() << "\n";  // 1 ms steps of 64
+    f << run(64).dump() << "\n";
+    for (int i = 0; i < 4; ++i) f << step(8000, 0.0016).dump() << "\n";  // 2 ms steps of 16
+    f << run(16).dump() << "\n";
+    f << step(1, 1).dump() << "\n";  // a start after the last record that did not finish
+  }
+  const MeasuredRun r = dtrain::engine::read_run(path);
+  CHECK(r.minibatch == 16);
+  CHECK(r.intervals == 3);  // 4 of the last run, the first (warm-up) dropped
+  CHECK(r.step == Approx(0.002));
+  CHECK(r.t_c == Approx(0.0016));
+  CHECK(r.t_o == Approx(0.0004));
 }
