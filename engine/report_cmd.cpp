@@ -139,6 +139,14 @@ class RunPredictor {
     if (o.have_profile()) prof_ = read_profile(o.profile_path);
     given_.intra = given_.inter = {o.link_gbps * 1e9 / 8, o.latency_us * 1e-6};
   }
+  // What a what-if profile (dtrain tune --t-c-ms / --link-gbps) gave instead of measuring: "" if nothing.
+  std::string given_in_profile() const {
+    if (!o_.have_profile()) return "";
+    std::string g;
+    if (prof_.t_c_given) g = "T_C";
+    if (prof_.links_source == "given") g += g.empty() ? "the links" : " and the links";
+    return g;
+  }
 
   struct Result {
     perf::RunShape shape;
@@ -386,6 +394,8 @@ int cmd_report(const std::vector<std::string>& args) {
   std::string source = "T_C1 measured in-process";
   if (o.have_profile()) {
     source = "profile " + o.profile_path;
+    if (const std::string g = predictor.given_in_profile(); !g.empty())
+      source += ", a what-if profile: its " + g + " given, not measured on this machine";
     if (!not_profiled.empty())
       source += "; " + std::to_string(not_profiled.size()) + " of " + std::to_string(runs.size()) +
                 " run(s) with T_C1 measured in-process";
