@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <boost/program_options.hpp>
 #include <chrono>
 #include <filesystem>
@@ -291,7 +292,9 @@ int cmd_bench_io(const std::vector<std::string>& args) {
   if (a.depth < 1 || a.depth > kMaxLoaderDepth)
     DT_USAGE("dtrain bench io: option 'depth' must be in [1, ", kMaxLoaderDepth, "], got ", a.depth);
   if (a.steps < 1) DT_USAGE("dtrain bench io: option 'steps' must be >= 1, got ", a.steps);
-  if (a.compute_ms < 0) DT_USAGE("dtrain bench io: option 'compute-ms' must be >= 0");
+  if (!(a.compute_ms >= 0) || !std::isfinite(a.compute_ms) || a.compute_ms > 3.6e6)
+    DT_USAGE("dtrain bench io: option 'compute-ms' must be a number of ms in [0, 3.6e6], got ", a.compute_ms);
+  if (a.eval_resize < 0) DT_USAGE("dtrain bench io: option 'eval-resize' must be >= 0 (0: input·256/224), got ", a.eval_resize);
   if (a.pad < 0) DT_USAGE("dtrain bench io: option 'pad' must be >= 0, got ", a.pad);
   if (vm.count("chunking")) return bench_chunking(n, shape, a.minibatch, dir);
   if (a.data.empty()) DT_USAGE("dtrain bench io: option 'data' (the HDF5 file) is required");

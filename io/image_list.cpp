@@ -1,6 +1,8 @@
 // io/image_list.cpp — the file lists of `dtrain data imagefolder` (see image_list.hpp).
 #include "io/image_list.hpp"
 
+#include <glib.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -29,6 +31,16 @@ std::unordered_map<std::string, int32_t> index_of(const std::vector<std::string>
   std::unordered_map<std::string, int32_t> m;
   for (size_t i = 0; i < names.size(); ++i) m.emplace(names[i], int32_t(i));
   return m;
+}
+
+// /class_names is stored as UTF-8 text, and readers (h5py's asstr()) fail on
+// anything else: GLib's validator (libvips' dependency) decides.
+bool is_utf8(const std::string& s) { return g_utf8_validate(s.data(), gssize(s.size()), nullptr) != 0; }
+
+void check_class_name(const std::string& name, const std::string& where) {
+  if (!is_utf8(name))
+    DT_USAGE(where, "class name '", format::visible(name), "' is not valid UTF-8 (class names are stored as UTF-8 "
+             "text in /class_names); rename it");
 }
 
 bool all_digits(const std::string& s) {
@@ -61,6 +73,7 @@ ImageList list_class_tree(const std::string& root, const std::vector<std::string
   std::sort(list.ignored.begin(), list.ignored.end());
   if (folders.empty())
     DT_USAGE(root, ": no class subfolders (a class tree has one subfolder per class; a flat folder needs --labels)");
+  for (const auto& f : folders) check_class_name(f, root + ": class folder: ");
   if (class_table.empty()) {
     list.class_names = folders;
   } else {
@@ -164,7 +177,10 @@ ImageList list_labelled_folder(const std::string& root, const std::string& label
     for (int32_t i = 0; i <= top; ++i) list.class_names.push_back(std::to_string(i));
   } else {
     std::set<std::string> names;
-    for (const auto& l : lines) names.insert(l.cls);
+    for (const auto& l : lines) {
+      check_class_name(l.cls, labels_file + ":" + std::to_string(l.number) + ": ");
+      names.insert(l.cls);
+    }
     list.class_names.assign(names.begin(), names.end());
   }
   const auto idx = index_of(list.class_names);

@@ -572,6 +572,11 @@ TEST_CASE("imagefolder: root entries that loop or lead back, empty classes and b
   CHECK_THAT(test::usage_error_message([&] { io::convert_image_folder(o); }),
              Catch::Contains("inside the class folder 'cat'"));
   CHECK_FALSE(fs::exists(r / "cat" / "x.h5.partial"));
+  // A class folder whose name is not UTF-8 (Latin-1 "caf\xe9"): /class_names is UTF-8 text.
+  fs::create_directories(r / "caf\xe9");
+  o.out = tmp.file("x.h5");
+  CHECK_THAT(test::usage_error_message([&] { io::list_images(o); }),
+             Catch::Contains("class name 'caf\\xe9' is not valid UTF-8"));
 }
 
 TEST_CASE("imagefolder: a run stopped after F took its name is finished by the same command", "[imagefolder]") {

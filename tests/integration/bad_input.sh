@@ -24,6 +24,10 @@ expect_exit 2 "command line: 'extra' is not an option or an option's value" -- \
 expect_exit 2 "command line: '0.3' is not an option or an option's value" -- \
   "$DTRAIN" train --train-data "$D/fashion-mnist-train.h5" --mean 0.5 0.3
 expect_exit 2 "dtrain bench io: 'extra' is not an option" -- "$DTRAIN" bench io --data x.h5 extra
+for v in inf nan -1; do  # inf was taken: "with inf ms of sleeping compute per step"
+  expect_exit 2 "dtrain bench io: option 'compute-ms' must be a number of ms" -- "$DTRAIN" bench io --data x.h5 --compute-ms $v
+done
+expect_exit 2 "dtrain bench io: option 'eval-resize' must be >= 0" -- "$DTRAIN" bench io --data x.h5 --eval-resize -1
 # A usage error ends with the usage's last line, not an empty one.
 for c in "bench net" "trian"; do
   # shellcheck disable=SC2086  # the words of the command
