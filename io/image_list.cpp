@@ -131,12 +131,20 @@ ImageList list_labelled_folder(const std::string& root, const std::string& label
     const auto first = text.find_first_not_of(" \t");
     if (first == std::string::npos || text[first] == '#') continue;
     std::string name, cls, extra;
-    std::istringstream is(text);
-    is >> name >> cls >> extra;
-    if (cls.empty() && std::count(name.begin(), name.end(), ',') == 1) {  // "name,class"
-      const auto comma = name.find(',');
-      cls = name.substr(comma + 1);
-      name = name.substr(0, comma);
+    auto trim = [](const std::string& v) {
+      const auto a = v.find_first_not_of(" \t"), b = v.find_last_not_of(" \t");
+      return a == std::string::npos ? std::string() : v.substr(a, b - a + 1);
+    };
+    const auto comma = text.find(',');
+    const std::string after = comma == std::string::npos ? "" : trim(text.substr(comma + 1));
+    if (comma != std::string::npos && text.find(',', comma + 1) == std::string::npos && !after.empty() &&
+        after.find_first_of(" \t") == std::string::npos) {
+      // "NAME,CLASS": one comma and one word after it; NAME may hold spaces.
+      name = trim(text.substr(0, comma));
+      cls = after;
+    } else {
+      std::istringstream is(text);
+      is >> name >> cls >> extra;
     }
     if (name.empty() || cls.empty() || !extra.empty())
       DT_USAGE(labels_file, ":", number, ": expected 'NAME CLASS', found '", text, "'");

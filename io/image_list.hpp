@@ -12,7 +12,8 @@
 //     link) or lead back to ROOT or above it (`self -> .`: every image twice).
 //     Samples are ordered by class index, then by path.
 //   - a flat folder and a labels file (validation): one "NAME CLASS" line per
-//     image (whitespace-separated, or a single comma; blank lines and lines
+//     image (whitespace-separated, or NAME,CLASS: one comma and one word
+//     after it, NAME may hold spaces; blank lines and lines
 //     starting with '#' are skipped). NAME is a path relative to ROOT; CLASS
 //     is a class name (looked up in the class table; without one the classes
 //     are the sorted distinct names of the file) or a class index (0-based; with

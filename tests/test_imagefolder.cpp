@@ -546,6 +546,15 @@ TEST_CASE("imagefolder: a labels file gives every class as an index or every cla
   const auto list = io::list_images(o);
   CHECK(list.labels == std::vector<int32_t>{0, 3});
   CHECK(list.empty_classes == std::vector<std::string>{"1", "2"});  // warned about, not refused
+  // NAME,CLASS: the name may hold spaces (it was cut at the first space); NAME CLASS with a comma in NAME.
+  fs::create_directories(tmp.path() / "flat");
+  fs::copy_file(fs::path(tree().train_root) / tree().train.front().path, tmp.path() / "flat" / "with space.jpg");
+  fs::copy_file(fs::path(tree().train_root) / tree().train.front().path, tmp.path() / "flat" / "a,b.jpg");
+  o.root = tmp.file("flat");
+  std::ofstream(o.labels) << "with space.jpg,cat\na,b.jpg dog\n";
+  const auto flat = io::list_images(o);
+  CHECK(flat.files == std::vector<std::string>{"a,b.jpg", "with space.jpg"});
+  CHECK(flat.labels == std::vector<int32_t>{1, 0});
 }
 
 TEST_CASE("imagefolder: root entries that loop or lead back, empty classes and broken links are listed, not followed",
