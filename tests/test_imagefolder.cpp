@@ -557,7 +557,7 @@ TEST_CASE("imagefolder: a labels file gives every class as an index or every cla
   CHECK(flat.labels == std::vector<int32_t>{1, 0});
 }
 
-TEST_CASE("imagefolder: root entries that loop or lead back, empty classes and broken links are listed, not followed",
+TEST_CASE("imagefolder: root entries that loop or lead back and empty classes and broken links are listed and not followed",
           "[imagefolder]") {
   TempDir tmp;
   const fs::path r = tmp.path() / "r";
@@ -633,7 +633,7 @@ TEST_CASE("imagefolder: a run stopped after F took its name is finished by the s
              Catch::Contains(out) && Catch::Contains("exists"));
 }
 
-TEST_CASE("imagefolder: --overwrite with every input bad leaves no F from before; report fields are escaped",
+TEST_CASE("imagefolder: --overwrite with every input bad leaves no F from before and report fields are escaped",
           "[imagefolder]") {
   TempDir tmp;
   const std::string out = tmp.file("x.h5");
