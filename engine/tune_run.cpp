@@ -9,9 +9,9 @@
 #include <cctype>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "comm/discovery.hpp"
 #include "comm/wait.hpp"
@@ -25,6 +25,7 @@
 #include "engine/train_job.hpp"  // open_job_dataset, make_job_net, check_normalization
 #include "engine/tune_profile.hpp"
 #include "io/dataset.hpp"
+#include "io/synced_file.hpp"
 
 namespace dtrain::engine {
 
@@ -335,31 +336,65 @@ void write_tuned(const TuneOptions& t, const TrainConfig& cfg, const TrainConfig
                  const TuneTables& tables, const std::string& prediction, bool capped) {
   const int g = tables.cluster.rows.back().g;
   const int base = t.base_batch > 0 ? t.base_batch : cfg.minibatch;
-  if (const auto parent = std::filesystem::path(t.out).parent_path(); !parent.empty()) {
-    std::error_code ec;  // checked writable before profiling (check_tune_outputs)
-    std::filesystem::create_directories(parent, ec);
-  }
-  std::ofstream f(t.out);
-  if (!f) DT_FAIL("dtrain tune: option 'out': cannot write '", t.out, "'");
-  f << "# Tuned by dtrain tune for " << t.nodes << " node(s) × " << t.workers_per_node << " worker(s) from "
-    << (cfg.job.empty() ? std::string("the command line") : cfg.job) << ".\n# Run: "
-    << (g + tuned.ps > 1 ? "mpirun -np " + std::to_string(g + tuned.ps) + " " : std::string())
-    << shell_word(this_program()) << " train --job "
-    << shell_word(std::filesystem::absolute(t.out).lexically_normal().string())
-    << (g + tuned.ps > 1 ? "   (where ranks outnumber cores: mpirun --oversubscribe)" : "") << "\n"
-    << prediction << ".\n# lr " << format::shortest(cfg.lr)
-    << " for global batch " << base << " scaled to "
-    << tuned.minibatch * g << " (Goyal et al. 2017" << (capped ? ", capped by max-lr-scale" : "")
-    << "); profile: " << t.out << ".profile.json\n"
-    << job_file_text(tuned);
+  std::ostringstream job;
+  job << "# Tuned by dtrain tune for " << t.nodes << " node(s) × " << t.workers_per_node << " worker(s) from "
+      << (cfg.job.empty() ? std::string("the command line") : cfg.job) << ".\n# Run: "
+      << (g + tuned.ps > 1 ? "mpirun -np " + std::to_string(g + tuned.ps) + " " : std::string())
+      << shell_word(this_program()) << " train --job "
+      << shell_word(std::filesystem::absolute(t.out).lexically_normal().string())
+      << (g + tuned.ps > 1 ? "   (where ranks outnumber cores: mpirun --oversubscribe)" : "") << "\n"
+      << prediction << ".\n# lr " << format::shortest(cfg.lr)
+      << " for global batch " << base << " scaled to "
+      << tuned.minibatch * g << " (Goyal et al. 2017" << (capped ? ", capped by max-lr-scale" : "")
+      << "); profile: " << t.out << ".profile.json\n"
+      << job_file_text(tuned);
   nlohmann::json pj = prof.to_json();
   pj["tables"] = {{"cluster", tables.cluster.to_json()}};
   if (tables.here) pj["tables"]["machine"] = tables.machine.to_json();
-  std::ofstream pf(t.out + ".profile.json");
-  pf << pj.dump(1) << "\n";
+  write_tune_outputs(t.out, job.str(), pj.dump(1) + "\n", t.overwrite);
 }
 
 }  // namespace
+
+void write_tune_outputs(const std::string& out, const std::string& job_text, const std::string& profile_text,
+                        bool overwrite) {
+  namespace fs = std::filesystem;
+  if (const fs::path parent = fs::path(out).parent_path(); !parent.empty()) {
+    std::error_code ec;  // checked writable before profiling (check_tune_outputs); a failure shows below
+    fs::create_directories(parent, ec);
+  }
+  const std::string profile = out + ".profile.json";
+  // Both written whole under temporary names first: a full disk fails here,
+  // before either final name exists.
+  io::TempName profile_tmp(io::temp_name_for(profile)), job_tmp(io::temp_name_for(out));
+  for (const auto& [tmp, text, path] : {std::tuple{&profile_tmp, &profile_text, &profile},
+                                        std::tuple{&job_tmp, &job_text, &out}}) {
+    const std::string why = io::write_file_synced(tmp->path(), *text);
+    if (!why.empty()) DT_FAIL("dtrain tune: option 'out': cannot write '", *path, "' (as ", tmp->path(), "): ", why);
+  }
+  // Moved into place, the profile first and the job file (what users run) last.
+  // Without --overwrite a name that appeared since check_tune_outputs (another
+  // tune with the same --out) is refused, not replaced: rename_new is atomic.
+  auto place = [&](io::TempName& tmp, const std::string& path) {
+    if (overwrite) {
+      tmp.rename_to(path);
+    } else if (!tmp.rename_new(path)) {
+      DT_USAGE("dtrain tune: option 'out': '", path,
+               "' appeared while tune ran (another tune with the same --out?); refusing to overwrite it: "
+               "choose another --out, or pass --overwrite true");
+    }
+  };
+  place(profile_tmp, profile);
+  try {
+    place(job_tmp, out);
+  } catch (...) {
+    // No profile of ours left without its job file (with --overwrite the old one is gone already).
+    if (!overwrite) ::unlink(profile.c_str());
+    throw;
+  }
+  const fs::path parent = fs::path(out).parent_path();
+  io::fsync_path(parent.empty() ? std::string(".") : parent.string(), true);  // the renames themselves
+}
 
 int run_tune(const TuneOptions& t, TrainConfig cfg, MPI_Comm world) {
   int rank = 0, size = 1;

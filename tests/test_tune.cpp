@@ -1,10 +1,12 @@
-// tests/test_tune.cpp — the tuner's pure pieces: the prediction tables (engine/predict.hpp)
-// and the job-file writer.
+// tests/test_tune.cpp — the tuner's pure pieces: the prediction tables (engine/predict.hpp),
+// the job-file writer and the writing of tune's outputs.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "engine/config.hpp"
 #include "engine/predict.hpp"
@@ -12,6 +14,7 @@
 #include "engine/tune.hpp"
 #include "engine/tune_profile.hpp"
 #include "core/error.hpp"
+#include "tests/test_io_util.hpp"
 
 using namespace dtrain::engine;
 
@@ -322,4 +325,48 @@ TEST_CASE("profile: per-process and per-step samples survive JSON, bad ones are 
   REQUIRE_THROWS_AS(empty.t_c_at(8), dtrain::UsageError);
   REQUIRE_THROWS_AS(empty.samples_at(8), dtrain::UsageError);
   REQUIRE_THROWS_AS(empty.time_share_at(8), dtrain::UsageError);
+}
+
+TEST_CASE("tuned outputs: a name that appeared since the check is refused, not replaced", "[tune]") {
+  // Two tunes with the same --out both passed the check before profiling; the
+  // later writer replaced the earlier one's files. The move into place now
+  // refuses a name that exists (exit 2, naming it) unless --overwrite.
+  using dtrain::test::TempDir;
+  using dtrain::test::usage_error_message;
+  namespace fs = std::filesystem;
+  auto read = [](const std::string& p) {
+    std::ifstream f(p);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  };
+  auto put = [](const std::string& p, const std::string& text) { std::ofstream(p) << text; };
+  TempDir dir;
+  const std::string out = dir.file("t.ini"), profile = out + ".profile.json";
+  SECTION("the job file appeared: refused, the profile of this run removed again") {
+    put(out, "theirs\n");
+    const std::string msg = usage_error_message([&] { write_tune_outputs(out, "job\n", "{}\n", false); });
+    CHECK_THAT(msg, Catch::Matchers::Contains("option 'out'") && Catch::Matchers::Contains("'" + out + "'") &&
+                        Catch::Matchers::Contains("--overwrite"));
+    CHECK(read(out) == "theirs\n");
+    CHECK_FALSE(fs::exists(profile));
+  }
+  SECTION("the profile appeared: refused, no job file written") {
+    put(profile, "theirs\n");
+    const std::string msg = usage_error_message([&] { write_tune_outputs(out, "job\n", "{}\n", false); });
+    CHECK_THAT(msg, Catch::Matchers::Contains("'" + profile + "'"));
+    CHECK(read(profile) == "theirs\n");
+    CHECK_FALSE(fs::exists(out));
+  }
+  SECTION("with overwrite both are replaced") {
+    put(out, "theirs\n");
+    put(profile, "theirs\n");
+    write_tune_outputs(out, "job\n", "{}\n", true);
+    CHECK(read(out) == "job\n");
+    CHECK(read(profile) == "{}\n");
+  }
+  SECTION("a new name: both written") {
+    write_tune_outputs(out, "job\n", "{}\n", false);
+    CHECK(read(out) == "job\n");
+    CHECK(read(profile) == "{}\n");
+  }
+  CHECK(dtrain::test::count_temp_files(dir.path()) == 0);
 }
