@@ -31,6 +31,14 @@ struct TuneOptions {
 // `dtrain train --job` reads back to the same configuration.
 std::string job_file_text(const TrainConfig& c);
 
+// The job's inputs checked as train checks them, before any profiling, in
+// measuring and what-if mode alike: its datasets (train-data and test-data
+// opened, their images through the loader's transforms fit for the model's
+// input, their classes), mean/std, every candidate's global batch at most the
+// training set, no value holding '#'. Returns the training set's class count
+// (0: no train-data). Throws UsageError (exit 2) naming the option.
+int check_tune_job(const TuneOptions& t, const TrainConfig& cfg);
+
 // Writes the tuned job file `out` and its profile OUT.profile.json, each whole
 // or not at all (io/synced_file.hpp): both are written and fsynced under
 // "<name>.tmp.<pid>" first, then moved into place, the profile first and the

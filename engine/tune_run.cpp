@@ -22,7 +22,7 @@
 #include "engine/report.hpp"  // median
 #include "engine/run_folder.hpp"
 #include "engine/exit.hpp"
-#include "engine/train_job.hpp"  // open_job_dataset, make_job_net, check_normalization
+#include "engine/train_job.hpp"  // open_job_dataset, make_job_net, check_fits, check_normalization
 #include "engine/tune_profile.hpp"
 #include "io/dataset.hpp"
 #include "io/synced_file.hpp"
@@ -396,6 +396,48 @@ void write_tune_outputs(const std::string& out, const std::string& job_text, con
   io::fsync_path(parent.empty() ? std::string(".") : parent.string(), true);  // the renames themselves
 }
 
+int check_tune_job(const TuneOptions& t, const TrainConfig& cfg) {
+  int classes = 0;
+  std::unique_ptr<io::Dataset> train_set, test_set;
+  if (!cfg.train_data.empty()) {
+    train_set = open_job_dataset(cfg.train_data, "train-data");
+    classes = train_set->classes();
+    // A candidate whose global batch the training set cannot fill gives a job
+    // file train refuses (engine/train_job.cpp): named here, before profiling.
+    int64_t n = train_set->n();
+    if (cfg.max_train_samples > 0) n = std::min(n, cfg.max_train_samples);
+    const int64_t workers = int64_t{t.nodes} * t.workers_per_node;
+    for (const int x : t.candidates)
+      if (workers * x > n)
+        DT_USAGE("dtrain tune: option 'candidates': ", x, " × ", workers, " worker(s) = ", workers * x,
+                 " images per step, more than the ", n, " of the training set ", cfg.train_data,
+                 n < train_set->n() ? " (with max-train-samples)" : "", ": train would refuse that job");
+  }
+  if (!cfg.test_data.empty()) test_set = open_job_dataset(cfg.test_data, "test-data");  // the tuned job names it
+  // The job's model, its data through the loader's transforms and its mean/std
+  // as train checks them (engine/train_job.cpp), in both modes, before
+  // profiling: a mean of the wrong length failed inside the profiling as an
+  // internal check, and what-if mode (--t-c-ms), which profiles nothing, wrote
+  // jobs train refused (28×28×1 Fashion-MNIST for AlexNet's 227×227×3).
+  const layers::Shape in = make_job_net(cfg, 1, classes).input_shape();
+  const int outputs = std::max(classes, test_set ? test_set->classes() : 0);  // train's model has as many
+  if (train_set) check_fits(*train_set, input_transform(cfg, in, true), outputs, "train-data");
+  if (test_set) check_fits(*test_set, input_transform(cfg, in, false), outputs, "test-data");
+  check_normalization(cfg, in.c());
+  // A value holding '#' would read back cut at it (a comment) from the tuned job file.
+  {
+    std::istringstream lines(job_file_text(cfg));
+    std::string line;
+    while (std::getline(lines, line))
+      if (const size_t hash = line.find('#'); hash != std::string::npos) {
+        const size_t eq = line.find(" = ");
+        DT_USAGE("option '", line.substr(0, eq), "': '", visible(line.substr(eq + 3)),
+                 "' holds '#', which the tuned job file would read as the start of a comment (rename it)");
+      }
+  }
+  return classes;
+}
+
 int run_tune(const TuneOptions& t, TrainConfig cfg, MPI_Comm world) {
   int rank = 0, size = 1;
   DT_CHECK_MPI(MPI_Comm_rank(world, &rank));
@@ -408,36 +450,7 @@ int run_tune(const TuneOptions& t, TrainConfig cfg, MPI_Comm world) {
   // node of this kind running workers_per_node workers (its cores shared among them).
   prof.threads = cfg.threads > 0 ? cfg.threads : std::max(1, static_cast<int>(cores) / t.workers_per_node);
   prof.load_before = load_average_1m();
-  int classes = 0;
-  if (!cfg.train_data.empty()) {
-    const auto data = open_job_dataset(cfg.train_data, "train-data");
-    classes = data->classes();
-    // A candidate whose global batch the training set cannot fill gives a job
-    // file train refuses (engine/train_job.cpp): named here, before profiling.
-    int64_t n = data->n();
-    if (cfg.max_train_samples > 0) n = std::min(n, cfg.max_train_samples);
-    const int64_t workers = int64_t{t.nodes} * t.workers_per_node;
-    for (const int x : t.candidates)
-      if (workers * x > n)
-        DT_USAGE("dtrain tune: option 'candidates': ", x, " × ", workers, " worker(s) = ", workers * x,
-                 " images per step, more than the ", n, " of the training set ", cfg.train_data,
-                 n < data->n() ? " (with max-train-samples)" : "", ": train would refuse that job");
-  }
-  // The job's model and its mean/std as train checks them, before profiling
-  // (a mean of the wrong length failed inside the profiling as an internal check).
-  check_normalization(cfg, make_job_net(cfg, 1, classes).input_shape().c());
-  if (!cfg.test_data.empty()) open_job_dataset(cfg.test_data, "test-data");  // the tuned job names it
-  // A value holding '#' would read back cut at it (a comment) from the tuned job file.
-  {
-    std::istringstream lines(job_file_text(cfg));
-    std::string line;
-    while (std::getline(lines, line))
-      if (const size_t hash = line.find('#'); hash != std::string::npos) {
-        const size_t eq = line.find(" = ");
-        DT_USAGE("option '", line.substr(0, eq), "': '", visible(line.substr(eq + 3)),
-                 "' holds '#', which the tuned job file would read as the start of a comment (rename it)");
-      }
-  }
+  const int classes = check_tune_job(t, cfg);
   measure_memory(cfg.model, classes, prof);
   // The candidates that fit the budget: only those are profiled.
   const double budget = memory_budget(t, rank, world);

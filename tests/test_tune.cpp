@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <vector>
 
 #include "engine/config.hpp"
 #include "engine/predict.hpp"
@@ -14,6 +15,7 @@
 #include "engine/tune.hpp"
 #include "engine/tune_profile.hpp"
 #include "core/error.hpp"
+#include "io/hdf5_dataset.hpp"
 #include "tests/test_io_util.hpp"
 
 using namespace dtrain::engine;
@@ -369,4 +371,33 @@ TEST_CASE("tuned outputs: a name that appeared since the check is refused, not r
     CHECK(read(profile) == "{}\n");
   }
   CHECK(dtrain::test::count_temp_files(dir.path()) == 0);
+}
+
+TEST_CASE("tune checks the job's data against its model in what-if mode too, as train does", "[tune]") {
+  // `dtrain tune --t-c-ms X` profiles nothing, and the data/model check lived
+  // in the profiling: it wrote an AlexNet job for 28×28×1 images that train
+  // refused. check_tune_job runs train's check (engine/train_job.hpp) first.
+  using dtrain::test::TempDir;
+  using dtrain::test::usage_error_message;
+  TempDir dir;
+  const std::string data = dir.file("small.h5");
+  const int64_t n = 64;
+  std::vector<uint8_t> images(static_cast<size_t>(n * 28 * 28), 7);
+  std::vector<int32_t> labels(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) labels[size_t(i)] = int32_t(i % 10);
+  dtrain::io::write_dataset(data, images, n, 28, 28, 1, labels, 10);
+  TuneOptions t;
+  t.t_c_ms = 51.2;  // what-if
+  t.candidates = {16};
+  TrainConfig cfg;
+  REQUIRE(parse_train_args({"--model", "alexnet", "--train-data", data, "--minibatch", "16"}, cfg));
+  const std::string msg = usage_error_message([&] { check_tune_job(t, cfg); });
+  CHECK_THAT(msg, Catch::Matchers::Contains("option 'train-data'") && Catch::Matchers::Contains(data) &&
+                      Catch::Matchers::Contains("28×28×1") && Catch::Matchers::Contains("227×227×3"));
+  // The same in measuring mode, before profiling; a model the images fit passes.
+  t.t_c_ms = 0;
+  CHECK_THAT(usage_error_message([&] { check_tune_job(t, cfg); }), Catch::Matchers::Contains("227×227×3"));
+  TrainConfig fits;
+  REQUIRE(parse_train_args({"--model", "lenet5", "--train-data", data, "--minibatch", "16"}, fits));
+  CHECK(check_tune_job(t, fits) == 10);
 }
