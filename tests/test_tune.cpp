@@ -401,3 +401,23 @@ TEST_CASE("tune checks the job's data against its model in what-if mode too, as 
   REQUIRE(parse_train_args({"--model", "lenet5", "--train-data", data, "--minibatch", "16"}, fits));
   CHECK(check_tune_job(t, fits) == 10);
 }
+
+TEST_CASE("tune: --intra-gbps is checked like --link-gbps", "[tune]") {
+  // -5 and nan were taken as 0 ("measure") without a word; link-gbps refused them.
+  // --t-u-ms without --t-c-ms is refused later in the same checks: a value let
+  // through shows as that message instead.
+  using dtrain::test::usage_error_message;
+  for (const char* v : {"-5", "nan", "inf", "-inf"}) {
+    INFO("--intra-gbps " << v);
+    const std::string msg =
+        usage_error_message([&] { cmd_tune({"--model", "lenet5", "--intra-gbps", v, "--t-u-ms", "1"}); });
+    CHECK_THAT(msg, Catch::Matchers::Contains("option 'intra-gbps'") && Catch::Matchers::Contains(v));
+  }
+  // 0 keeps its meaning (measure); a positive figure passes.
+  for (const char* v : {"0", "12.5"}) {
+    INFO("--intra-gbps " << v);
+    const std::string msg =
+        usage_error_message([&] { cmd_tune({"--model", "lenet5", "--intra-gbps", v, "--t-u-ms", "1"}); });
+    CHECK_THAT(msg, Catch::Matchers::Contains("option 't-u-ms' needs 't-c-ms'"));
+  }
+}
