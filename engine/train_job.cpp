@@ -43,18 +43,6 @@ comm::TopologyOptions topology_options(const TrainConfig& cfg, MPI_Comm world) {
   return {cfg.ps, cfg.mode == comm::Mode::hybrid ? cfg.ranks_per_node : 0};
 }
 
-// Checks that a dataset fits the model's input (through the transform: the
-// loader crops, resizes and converts channels) and class count.
-void check_fits(const io::Dataset& d, const io::InputTransform& t, int classes, const char* key) {
-  try {
-    io::check_transform(d, t);
-  } catch (const UsageError& e) {
-    DT_USAGE("option '", key, "': ", e.what());
-  }
-  if (d.classes() > classes)
-    DT_USAGE("option '", key, "': ", d.path(), " has ", d.classes(), " classes but the model outputs ", classes);
-}
-
 // Files written by `dtrain data imagefolder` name their classes (/class_names):
 // when both do, index k must be the same class in both, or the test accuracy
 // would be silently wrong (a validation set converted without --class-table).
@@ -131,6 +119,18 @@ layers::Net make_job_net(const TrainConfig& cfg, int minibatch, int classes) {
   } catch (const UsageError& e) {
     DT_USAGE("option 'model': ", e.what());
   }
+}
+
+// Checks that a dataset fits the model's input (through the transform: the
+// loader crops, resizes and converts channels) and class count.
+void check_fits(const io::Dataset& d, const io::InputTransform& t, int classes, const char* key) {
+  try {
+    io::check_transform(d, t);
+  } catch (const UsageError& e) {
+    DT_USAGE("option '", key, "': ", e.what());
+  }
+  if (d.classes() > classes)
+    DT_USAGE("option '", key, "': ", d.path(), " has ", d.classes(), " classes but the model outputs ", classes);
 }
 
 void check_normalization(const TrainConfig& cfg, int64_t channels) {

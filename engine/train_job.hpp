@@ -124,6 +124,10 @@ std::unique_ptr<io::Dataset> open_job_dataset(const std::string& path, const cha
 // the job's model for `minibatch` and the datasets' class count (0: the
 // model's own), an unknown one named as option 'model';
 layers::Net make_job_net(const TrainConfig& cfg, int minibatch, int classes);
+// the dataset's images through `t` (input_transform for the net's input) and
+// its class count at most the model's `classes` (the same check for train and
+// tune: tune's what-if mode wrote jobs train refused);
+void check_fits(const io::Dataset& d, const io::InputTransform& t, int classes, const char* key);
 // mean and std, each empty or one value per input channel.
 void check_normalization(const TrainConfig& cfg, int64_t channels);
 

@@ -205,6 +205,8 @@ int cmd_tune(const std::vector<std::string>& args) {
     DT_USAGE("dtrain tune: option 't-c-ms' must be a finite number ≥ 0 (0: measure), got ", t.t_c_ms);
   if (!std::isfinite(t.link_gbps) || t.link_gbps < 0)
     DT_USAGE("dtrain tune: option 'link-gbps' must be > 0 (Gb/s), or 0 (measure), got ", t.link_gbps);
+  if (!std::isfinite(t.intra_gbps) || t.intra_gbps < 0)  // -5 and nan were read as 0, "measure"
+    DT_USAGE("dtrain tune: option 'intra-gbps' must be > 0 (Gb/s), or 0 (measure, else = link), got ", t.intra_gbps);
   if (!std::isfinite(t.latency_us) || !(t.latency_us >= 0 || t.latency_us == -1))
     DT_USAGE("dtrain tune: option 'latency-us' must be ≥ 0 (µs), or −1 (measure), got ", t.latency_us);
   if (!std::isfinite(t.t_u_ms)) DT_USAGE("dtrain tune: option 't-u-ms' must be finite, got ", t.t_u_ms);

@@ -31,6 +31,24 @@ struct TuneOptions {
 // `dtrain train --job` reads back to the same configuration.
 std::string job_file_text(const TrainConfig& c);
 
+// The job's inputs checked as train checks them, before any profiling, in
+// measuring and what-if mode alike: its datasets (train-data and test-data
+// opened, their images through the loader's transforms fit for the model's
+// input, their classes), mean/std, every candidate's global batch at most the
+// training set, no value holding '#'. Returns the training set's class count
+// (0: no train-data). Throws UsageError (exit 2) naming the option.
+int check_tune_job(const TuneOptions& t, const TrainConfig& cfg);
+
+// Writes the tuned job file `out` and its profile OUT.profile.json, each whole
+// or not at all (io/synced_file.hpp): both are written and fsynced under
+// "<name>.tmp.<pid>" first, then moved into place, the profile first and the
+// job file last. Throws Error naming the file and the system's reason when a
+// write fails (a full disk), neither name touched and no temporary left; without
+// `overwrite`, UsageError naming the file when either name exists by then
+// (another tune with the same --out), the other left as it was.
+void write_tune_outputs(const std::string& out, const std::string& job_text, const std::string& profile_text,
+                        bool overwrite);
+
 // Profiles on this machine (collective over `world`), prints, writes the job file.
 int run_tune(const TuneOptions& t, TrainConfig cfg, MPI_Comm world);
 int cmd_tune(const std::vector<std::string>& args);

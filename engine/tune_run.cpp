@@ -9,9 +9,9 @@
 #include <cctype>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "comm/discovery.hpp"
 #include "comm/wait.hpp"
@@ -22,9 +22,10 @@
 #include "engine/report.hpp"  // median
 #include "engine/run_folder.hpp"
 #include "engine/exit.hpp"
-#include "engine/train_job.hpp"  // open_job_dataset, make_job_net, check_normalization
+#include "engine/train_job.hpp"  // open_job_dataset, make_job_net, check_fits, check_normalization
 #include "engine/tune_profile.hpp"
 #include "io/dataset.hpp"
+#include "io/synced_file.hpp"
 
 namespace dtrain::engine {
 
@@ -335,31 +336,107 @@ void write_tuned(const TuneOptions& t, const TrainConfig& cfg, const TrainConfig
                  const TuneTables& tables, const std::string& prediction, bool capped) {
   const int g = tables.cluster.rows.back().g;
   const int base = t.base_batch > 0 ? t.base_batch : cfg.minibatch;
-  if (const auto parent = std::filesystem::path(t.out).parent_path(); !parent.empty()) {
-    std::error_code ec;  // checked writable before profiling (check_tune_outputs)
-    std::filesystem::create_directories(parent, ec);
-  }
-  std::ofstream f(t.out);
-  if (!f) DT_FAIL("dtrain tune: option 'out': cannot write '", t.out, "'");
-  f << "# Tuned by dtrain tune for " << t.nodes << " node(s) × " << t.workers_per_node << " worker(s) from "
-    << (cfg.job.empty() ? std::string("the command line") : cfg.job) << ".\n# Run: "
-    << (g + tuned.ps > 1 ? "mpirun -np " + std::to_string(g + tuned.ps) + " " : std::string())
-    << shell_word(this_program()) << " train --job "
-    << shell_word(std::filesystem::absolute(t.out).lexically_normal().string())
-    << (g + tuned.ps > 1 ? "   (where ranks outnumber cores: mpirun --oversubscribe)" : "") << "\n"
-    << prediction << ".\n# lr " << format::shortest(cfg.lr)
-    << " for global batch " << base << " scaled to "
-    << tuned.minibatch * g << " (Goyal et al. 2017" << (capped ? ", capped by max-lr-scale" : "")
-    << "); profile: " << t.out << ".profile.json\n"
-    << job_file_text(tuned);
+  std::ostringstream job;
+  job << "# Tuned by dtrain tune for " << t.nodes << " node(s) × " << t.workers_per_node << " worker(s) from "
+      << (cfg.job.empty() ? std::string("the command line") : cfg.job) << ".\n# Run: "
+      << (g + tuned.ps > 1 ? "mpirun -np " + std::to_string(g + tuned.ps) + " " : std::string())
+      << shell_word(this_program()) << " train --job "
+      << shell_word(std::filesystem::absolute(t.out).lexically_normal().string())
+      << (g + tuned.ps > 1 ? "   (where ranks outnumber cores: mpirun --oversubscribe)" : "") << "\n"
+      << prediction << ".\n# lr " << format::shortest(cfg.lr)
+      << " for global batch " << base << " scaled to "
+      << tuned.minibatch * g << " (Goyal et al. 2017" << (capped ? ", capped by max-lr-scale" : "")
+      << "); profile: " << t.out << ".profile.json\n"
+      << job_file_text(tuned);
   nlohmann::json pj = prof.to_json();
   pj["tables"] = {{"cluster", tables.cluster.to_json()}};
   if (tables.here) pj["tables"]["machine"] = tables.machine.to_json();
-  std::ofstream pf(t.out + ".profile.json");
-  pf << pj.dump(1) << "\n";
+  write_tune_outputs(t.out, job.str(), pj.dump(1) + "\n", t.overwrite);
 }
 
 }  // namespace
+
+void write_tune_outputs(const std::string& out, const std::string& job_text, const std::string& profile_text,
+                        bool overwrite) {
+  namespace fs = std::filesystem;
+  if (const fs::path parent = fs::path(out).parent_path(); !parent.empty()) {
+    std::error_code ec;  // checked writable before profiling (check_tune_outputs); a failure shows below
+    fs::create_directories(parent, ec);
+  }
+  const std::string profile = out + ".profile.json";
+  // Both written whole under temporary names first: a full disk fails here,
+  // before either final name exists.
+  io::TempName profile_tmp(io::temp_name_for(profile)), job_tmp(io::temp_name_for(out));
+  for (const auto& [tmp, text, path] : {std::tuple{&profile_tmp, &profile_text, &profile},
+                                        std::tuple{&job_tmp, &job_text, &out}}) {
+    const std::string why = io::write_file_synced(tmp->path(), *text);
+    if (!why.empty()) DT_FAIL("dtrain tune: option 'out': cannot write '", *path, "' (as ", tmp->path(), "): ", why);
+  }
+  // Moved into place, the profile first and the job file (what users run) last.
+  // Without --overwrite a name that appeared since check_tune_outputs (another
+  // tune with the same --out) is refused, not replaced: rename_new is atomic.
+  auto place = [&](io::TempName& tmp, const std::string& path) {
+    if (overwrite) {
+      tmp.rename_to(path);
+    } else if (!tmp.rename_new(path)) {
+      DT_USAGE("dtrain tune: option 'out': '", path,
+               "' appeared while tune ran (another tune with the same --out?); refusing to overwrite it: "
+               "choose another --out, or pass --overwrite true");
+    }
+  };
+  place(profile_tmp, profile);
+  try {
+    place(job_tmp, out);
+  } catch (...) {
+    // No profile of ours left without its job file (with --overwrite the old one is gone already).
+    if (!overwrite) ::unlink(profile.c_str());
+    throw;
+  }
+  const fs::path parent = fs::path(out).parent_path();
+  io::fsync_path(parent.empty() ? std::string(".") : parent.string(), true);  // the renames themselves
+}
+
+int check_tune_job(const TuneOptions& t, const TrainConfig& cfg) {
+  int classes = 0;
+  std::unique_ptr<io::Dataset> train_set, test_set;
+  if (!cfg.train_data.empty()) {
+    train_set = open_job_dataset(cfg.train_data, "train-data");
+    classes = train_set->classes();
+    // A candidate whose global batch the training set cannot fill gives a job
+    // file train refuses (engine/train_job.cpp): named here, before profiling.
+    int64_t n = train_set->n();
+    if (cfg.max_train_samples > 0) n = std::min(n, cfg.max_train_samples);
+    const int64_t workers = int64_t{t.nodes} * t.workers_per_node;
+    for (const int x : t.candidates)
+      if (workers * x > n)
+        DT_USAGE("dtrain tune: option 'candidates': ", x, " × ", workers, " worker(s) = ", workers * x,
+                 " images per step, more than the ", n, " of the training set ", cfg.train_data,
+                 n < train_set->n() ? " (with max-train-samples)" : "", ": train would refuse that job");
+  }
+  if (!cfg.test_data.empty()) test_set = open_job_dataset(cfg.test_data, "test-data");  // the tuned job names it
+  // The job's model, its data through the loader's transforms and its mean/std
+  // as train checks them (engine/train_job.cpp), in both modes, before
+  // profiling: a mean of the wrong length failed inside the profiling as an
+  // internal check, and what-if mode (--t-c-ms), which profiles nothing, wrote
+  // jobs train refused (28×28×1 Fashion-MNIST for AlexNet's 227×227×3).
+  const layers::Shape in = make_job_net(cfg, 1, classes).input_shape();
+  const int outputs = std::max(classes, test_set ? test_set->classes() : 0);  // train's model has as many
+  if (train_set) check_fits(*train_set, input_transform(cfg, in, true), outputs, "train-data");
+  if (test_set) check_fits(*test_set, input_transform(cfg, in, false), outputs, "test-data");
+  check_normalization(cfg, in.c());
+  // A value holding '#' would read back cut at it (a comment) from the tuned job file.
+  {
+    std::istringstream lines(job_file_text(cfg));
+    std::string line;
+    while (std::getline(lines, line))
+      if (const size_t hash = line.find('#'); hash != std::string::npos) {
+        const size_t eq = line.find(" = ");
+        DT_USAGE("option '", line.substr(0, eq), "': '", visible(line.substr(eq + 3)),
+                 "' holds '#', which the tuned job file would read as the start of a comment (rename it)");
+      }
+  }
+  return classes;
+}
 
 int run_tune(const TuneOptions& t, TrainConfig cfg, MPI_Comm world) {
   int rank = 0, size = 1;
@@ -373,36 +450,7 @@ int run_tune(const TuneOptions& t, TrainConfig cfg, MPI_Comm world) {
   // node of this kind running workers_per_node workers (its cores shared among them).
   prof.threads = cfg.threads > 0 ? cfg.threads : std::max(1, static_cast<int>(cores) / t.workers_per_node);
   prof.load_before = load_average_1m();
-  int classes = 0;
-  if (!cfg.train_data.empty()) {
-    const auto data = open_job_dataset(cfg.train_data, "train-data");
-    classes = data->classes();
-    // A candidate whose global batch the training set cannot fill gives a job
-    // file train refuses (engine/train_job.cpp): named here, before profiling.
-    int64_t n = data->n();
-    if (cfg.max_train_samples > 0) n = std::min(n, cfg.max_train_samples);
-    const int64_t workers = int64_t{t.nodes} * t.workers_per_node;
-    for (const int x : t.candidates)
-      if (workers * x > n)
-        DT_USAGE("dtrain tune: option 'candidates': ", x, " × ", workers, " worker(s) = ", workers * x,
-                 " images per step, more than the ", n, " of the training set ", cfg.train_data,
-                 n < data->n() ? " (with max-train-samples)" : "", ": train would refuse that job");
-  }
-  // The job's model and its mean/std as train checks them, before profiling
-  // (a mean of the wrong length failed inside the profiling as an internal check).
-  check_normalization(cfg, make_job_net(cfg, 1, classes).input_shape().c());
-  if (!cfg.test_data.empty()) open_job_dataset(cfg.test_data, "test-data");  // the tuned job names it
-  // A value holding '#' would read back cut at it (a comment) from the tuned job file.
-  {
-    std::istringstream lines(job_file_text(cfg));
-    std::string line;
-    while (std::getline(lines, line))
-      if (const size_t hash = line.find('#'); hash != std::string::npos) {
-        const size_t eq = line.find(" = ");
-        DT_USAGE("option '", line.substr(0, eq), "': '", visible(line.substr(eq + 3)),
-                 "' holds '#', which the tuned job file would read as the start of a comment (rename it)");
-      }
-  }
+  const int classes = check_tune_job(t, cfg);
   measure_memory(cfg.model, classes, prof);
   // The candidates that fit the budget: only those are profiled.
   const double budget = memory_budget(t, rank, world);

@@ -35,6 +35,7 @@
 #include "core/log.hpp"
 #include "core/settings.hpp"
 #include "io/checkpoint_file.hpp"
+#include "io/synced_file.hpp"  // fsync_path, write_file_synced, TempName
 
 namespace dtrain::io {
 
@@ -68,58 +69,6 @@ std::string pid_suffix() {
   s += std::to_string(::getpid());
   return s;
 }
-
-// fsync of a file or a folder by its path. Some file systems refuse fsync on
-// a folder (EINVAL); the files themselves are synced then, which is all they offer.
-void fsync_path(const std::string& path, bool folder) {
-  int fd = ::open(path.c_str(), folder ? (O_RDONLY | O_DIRECTORY) : O_RDONLY);
-  if (fd < 0) DT_FAIL("cannot open ", path, " for fsync: ", std::strerror(errno));
-  const int rc = ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  if (rc != 0 && !(folder && (err == EINVAL || err == EBADF)))
-    DT_FAIL("fsync of ", path, " failed: ", std::strerror(err));
-}
-
-// Writes `path` (a .tmp-*.<pid> name: ours, a stale one of a dead process
-// with the same pid is overwritten) holding `bytes`, fsynced. Returns "" on
-// success, else why not (strerror), so that callers choose the error kind.
-std::string write_file_synced(const std::string& path, const std::string& bytes) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return std::strerror(errno);
-  size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) break;
-    done += size_t(n);
-  }
-  std::string why = done == bytes.size() ? "" : std::strerror(errno);
-  if (why.empty() && ::fsync(fd) != 0) why = std::string("fsync: ") + std::strerror(errno);
-  if (::close(fd) != 0 && why.empty()) why = std::string("close: ") + std::strerror(errno);
-  if (!why.empty()) ::unlink(path.c_str());
-  return why;
-}
-
-// Removes a temporary on scope exit unless it was renamed into place.
-class TempName {
- public:
-  explicit TempName(std::string path) : path_(std::move(path)) {}
-  ~TempName() {
-    if (!path_.empty()) ::unlink(path_.c_str());
-  }
-  TempName(const TempName&) = delete;
-  TempName& operator=(const TempName&) = delete;
-  const std::string& path() const { return path_; }
-  void rename_to(const std::string& final_path) {
-    if (std::rename(path_.c_str(), final_path.c_str()) != 0)
-      DT_FAIL("renaming ", path_, " to ", final_path, " failed: ", std::strerror(errno));
-    path_.clear();
-  }
-
- private:
-  std::string path_;
-};
 
 bool parse_checkpoint_name(const std::string& name, int64_t* step) {
   const size_t digits = name.size() - std::min(name.size(), sizeof("ckpt-.h5") - 1);

@@ -14,6 +14,7 @@
 
 #include "core/error.hpp"
 #include "core/format.hpp"
+#include "io/synced_file.hpp"  // fsync_path
 
 namespace dtrain::io {
 
@@ -43,18 +44,6 @@ herr_t collect_innermost(unsigned /*n*/, const H5E_error2_t* err, void* data) {
 }
 
 }  // namespace
-
-// fsync of a path opened with POSIX (h5_util.hpp).
-void fsync_path(const std::string& path, bool directory) {
-  int fd = ::open(path.c_str(), directory ? (O_RDONLY | O_DIRECTORY) : O_RDONLY);
-  if (fd < 0) DT_FAIL("cannot open ", path, " for fsync: ", std::strerror(errno));
-  int rc = ::fsync(fd);
-  int err = errno;
-  ::close(fd);
-  // Some file systems refuse fsync on directories (EINVAL); the data itself is synced.
-  if (rc != 0 && !(directory && (err == EINVAL || err == EBADF)))
-    DT_FAIL("fsync of ", path, " failed: ", std::strerror(err));
-}
 
 namespace {
 // The value of `key = '...'` or `key = ...,` in an HDF5 description ("" if none).

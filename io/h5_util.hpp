@@ -110,10 +110,6 @@ std::vector<std::string> read_string_list(hid_t loc, const std::string& path, co
 // ("file locking flag values don't match"), so every io/ open uses this one.
 H5Id make_fapl_no_locking();
 
-// fsync of a file (directory = false) or a folder, opened with POSIX; Error on
-// failure (a folder whose file system refuses fsync, EINVAL/EBADF, passes).
-void fsync_path(const std::string& path, bool directory);
-
 // A file open for reading, watched for changes made under the job: the size
 // and modification time of HDF5's descriptor at open, compared after reads.
 // HDF5's sec2 driver reads past a shrunken end as zeros without an error (a

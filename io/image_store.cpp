@@ -13,6 +13,7 @@
 #include "core/error.hpp"
 #include "io/h5_util.hpp"
 #include "io/hdf5_dataset.hpp"
+#include "io/synced_file.hpp"  // fsync_path
 
 namespace dtrain::io {
 

@@ -1,5 +1,6 @@
 # io/ sources.
 set(DTRAIN_IO_SOURCES
+  io/synced_file.cpp
   io/h5_util.cpp
   io/idx.cpp
   io/h5_checks.cpp

@@ -3,7 +3,9 @@
 // a chosen size fail with EFBIG, as ENOSPC would on a full disk, without root
 // or a small file system: the metrics file keeps whole records and the job gets
 // an Error naming it (engine/metrics.hpp); an HDF5 writer's failure is one line
-// with the system's message first and leaves no temporary file (io/h5_util.hpp).
+// with the system's message first and leaves no temporary file (io/h5_util.hpp);
+// dtrain tune's job file and profile are written whole or not at all
+// (engine/tune.hpp).
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,9 +17,11 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "engine/metrics.hpp"
+#include "engine/tune.hpp"
 #include "io/hdf5_dataset.hpp"
 #include "tests/test_io_util.hpp"
 
@@ -130,4 +134,32 @@ TEST_CASE("an HDF5 write on a full disk: one line, the system's message first, n
   }
   CHECK(lines.back() == "no error");  // the same name, written for good after the failures
   CHECK(dtrain::io::Hdf5Dataset(path).n() == n);
+}
+
+TEST_CASE("dtrain tune's outputs on a full disk: an Error naming the file, neither name written", "[tune]") {
+  // engine/tune_run.cpp wrote both files with plain streams and no check: on a
+  // full disk tune said "wrote" and left a 0-byte job file and a cut-off profile.
+  TempDir dir;
+  const std::string out = dir.file("t.ini"), profile = out + ".profile.json";
+  const std::string small(100, 's'), big(5000, 'b');
+  // The profile too large, then the job file too large (the profile fits: it
+  // must not be left behind alone either).
+  for (const auto& [job_text, profile_text, failing] :
+       {std::tuple{small, big, profile}, std::tuple{big, small, out}}) {
+    std::string msg;
+    {
+      FileSizeLimit full(1000);
+      msg = error_message([&] { dtrain::engine::write_tune_outputs(out, job_text, profile_text, false); });
+    }
+    INFO(msg);
+    CHECK_THAT(msg, Contains("option 'out'") && Contains("'" + failing + "'") && Contains(std::strerror(EFBIG)));
+    CHECK_FALSE(fs::exists(out));
+    CHECK_FALSE(fs::exists(profile));
+    CHECK(dtrain::test::count_temp_files(dir.path()) == 0);
+  }
+  // Room again: both written whole.
+  dtrain::engine::write_tune_outputs(out, big, small, false);
+  CHECK(fs::file_size(out) == big.size());
+  CHECK(fs::file_size(profile) == small.size());
+  CHECK(dtrain::test::count_temp_files(dir.path()) == 0);
 }

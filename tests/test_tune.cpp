@@ -1,10 +1,13 @@
-// tests/test_tune.cpp — the tuner's pure pieces: the prediction tables (engine/predict.hpp)
-// and the job-file writer.
+// tests/test_tune.cpp — the tuner's pure pieces: the prediction tables (engine/predict.hpp),
+// the job-file writer and the writing of tune's outputs.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <vector>
 
 #include "engine/config.hpp"
 #include "engine/predict.hpp"
@@ -12,6 +15,8 @@
 #include "engine/tune.hpp"
 #include "engine/tune_profile.hpp"
 #include "core/error.hpp"
+#include "io/hdf5_dataset.hpp"
+#include "tests/test_io_util.hpp"
 
 using namespace dtrain::engine;
 
@@ -322,4 +327,97 @@ TEST_CASE("profile: per-process and per-step samples survive JSON, bad ones are 
   REQUIRE_THROWS_AS(empty.t_c_at(8), dtrain::UsageError);
   REQUIRE_THROWS_AS(empty.samples_at(8), dtrain::UsageError);
   REQUIRE_THROWS_AS(empty.time_share_at(8), dtrain::UsageError);
+}
+
+TEST_CASE("tuned outputs: a name that appeared since the check is refused, not replaced", "[tune]") {
+  // Two tunes with the same --out both passed the check before profiling; the
+  // later writer replaced the earlier one's files. The move into place now
+  // refuses a name that exists (exit 2, naming it) unless --overwrite.
+  using dtrain::test::TempDir;
+  using dtrain::test::usage_error_message;
+  namespace fs = std::filesystem;
+  auto read = [](const std::string& p) {
+    std::ifstream f(p);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  };
+  auto put = [](const std::string& p, const std::string& text) { std::ofstream(p) << text; };
+  TempDir dir;
+  const std::string out = dir.file("t.ini"), profile = out + ".profile.json";
+  SECTION("the job file appeared: refused, the profile of this run removed again") {
+    put(out, "theirs\n");
+    const std::string msg = usage_error_message([&] { write_tune_outputs(out, "job\n", "{}\n", false); });
+    CHECK_THAT(msg, Catch::Matchers::Contains("option 'out'") && Catch::Matchers::Contains("'" + out + "'") &&
+                        Catch::Matchers::Contains("--overwrite"));
+    CHECK(read(out) == "theirs\n");
+    CHECK_FALSE(fs::exists(profile));
+  }
+  SECTION("the profile appeared: refused, no job file written") {
+    put(profile, "theirs\n");
+    const std::string msg = usage_error_message([&] { write_tune_outputs(out, "job\n", "{}\n", false); });
+    CHECK_THAT(msg, Catch::Matchers::Contains("'" + profile + "'"));
+    CHECK(read(profile) == "theirs\n");
+    CHECK_FALSE(fs::exists(out));
+  }
+  SECTION("with overwrite both are replaced") {
+    put(out, "theirs\n");
+    put(profile, "theirs\n");
+    write_tune_outputs(out, "job\n", "{}\n", true);
+    CHECK(read(out) == "job\n");
+    CHECK(read(profile) == "{}\n");
+  }
+  SECTION("a new name: both written") {
+    write_tune_outputs(out, "job\n", "{}\n", false);
+    CHECK(read(out) == "job\n");
+    CHECK(read(profile) == "{}\n");
+  }
+  CHECK(dtrain::test::count_temp_files(dir.path()) == 0);
+}
+
+TEST_CASE("tune checks the job's data against its model in what-if mode too, as train does", "[tune]") {
+  // `dtrain tune --t-c-ms X` profiles nothing, and the data/model check lived
+  // in the profiling: it wrote an AlexNet job for 28×28×1 images that train
+  // refused. check_tune_job runs train's check (engine/train_job.hpp) first.
+  using dtrain::test::TempDir;
+  using dtrain::test::usage_error_message;
+  TempDir dir;
+  const std::string data = dir.file("small.h5");
+  const int64_t n = 64;
+  std::vector<uint8_t> images(static_cast<size_t>(n * 28 * 28), 7);
+  std::vector<int32_t> labels(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) labels[size_t(i)] = int32_t(i % 10);
+  dtrain::io::write_dataset(data, images, n, 28, 28, 1, labels, 10);
+  TuneOptions t;
+  t.t_c_ms = 51.2;  // what-if
+  t.candidates = {16};
+  TrainConfig cfg;
+  REQUIRE(parse_train_args({"--model", "alexnet", "--train-data", data, "--minibatch", "16"}, cfg));
+  const std::string msg = usage_error_message([&] { check_tune_job(t, cfg); });
+  CHECK_THAT(msg, Catch::Matchers::Contains("option 'train-data'") && Catch::Matchers::Contains(data) &&
+                      Catch::Matchers::Contains("28×28×1") && Catch::Matchers::Contains("227×227×3"));
+  // The same in measuring mode, before profiling; a model the images fit passes.
+  t.t_c_ms = 0;
+  CHECK_THAT(usage_error_message([&] { check_tune_job(t, cfg); }), Catch::Matchers::Contains("227×227×3"));
+  TrainConfig fits;
+  REQUIRE(parse_train_args({"--model", "lenet5", "--train-data", data, "--minibatch", "16"}, fits));
+  CHECK(check_tune_job(t, fits) == 10);
+}
+
+TEST_CASE("tune: --intra-gbps is checked like --link-gbps", "[tune]") {
+  // -5 and nan were taken as 0 ("measure") without a word; link-gbps refused them.
+  // --t-u-ms without --t-c-ms is refused later in the same checks: a value let
+  // through shows as that message instead.
+  using dtrain::test::usage_error_message;
+  for (const char* v : {"-5", "nan", "inf", "-inf"}) {
+    INFO("--intra-gbps " << v);
+    const std::string msg =
+        usage_error_message([&] { cmd_tune({"--model", "lenet5", "--intra-gbps", v, "--t-u-ms", "1"}); });
+    CHECK_THAT(msg, Catch::Matchers::Contains("option 'intra-gbps'") && Catch::Matchers::Contains(v));
+  }
+  // 0 keeps its meaning (measure); a positive figure passes.
+  for (const char* v : {"0", "12.5"}) {
+    INFO("--intra-gbps " << v);
+    const std::string msg =
+        usage_error_message([&] { cmd_tune({"--model", "lenet5", "--intra-gbps", v, "--t-u-ms", "1"}); });
+    CHECK_THAT(msg, Catch::Matchers::Contains("option 't-u-ms' needs 't-c-ms'"));
+  }
 }
