@@ -94,10 +94,14 @@ MeasuredRun read_run(const std::string& path) {
   std::ifstream f = open_input(path, "metrics");
   MeasuredRun r;
   r.file = path;
-  std::vector<double> st, tc, ips;   // the step records of the last run record
+  // A run is one or more starts: each start stopped on a signal writes a run
+  // record that ends "checkpointed" and the next start (a requeued job,
+  // --metrics-append) continues the run; a record ending otherwise closes it.
+  std::vector<double> st, tc, ips;        // the step records of the last run
   std::vector<double> tc_next, ips_next;  // step records since the last run record
-  int runs = 0;        // run records: more than one is more than one run (appended)
-  nlohmann::json rec;  // the last run record
+  int runs = 0;           // runs in the file: more than one were appended or joined
+  bool open_run = false;  // the last run record ended "checkpointed"
+  nlohmann::json rec;     // the last run record
   std::string failed;  // the error of the last {"kind":"failed"} record
   int failed_line = 0;
   int rec_line = 0, n = 0;
@@ -126,15 +130,19 @@ MeasuredRun read_run(const std::string& path) {
     if (!kind->is_string())
       DT_USAGE("dtrain report: ", path, ":", n, ": field 'kind' is not a string (", kind->dump(), ")");
     if (*kind == "run") {
-      // A run record closes the step records since the one before it (the
-      // starts of one requeued run share a record); earlier ones are another run's.
-      rec = std::move(j);
-      rec_line = n;
-      ++runs;
-      ips = std::move(ips_next);
-      tc = std::move(tc_next);
+      if (!open_run) {  // this record's steps begin a run of their own: earlier steps are another run's
+        ++runs;
+        ips.clear();
+        tc.clear();
+      }
+      ips.insert(ips.end(), ips_next.begin(), ips_next.end());
+      tc.insert(tc.end(), tc_next.begin(), tc_next.end());
       ips_next.clear();
       tc_next.clear();
+      const auto end = j.find("end");
+      open_run = end != j.end() && end->is_string() && *end == "checkpointed";
+      rec = std::move(j);
+      rec_line = n;
     } else if (*kind == "failed") {
       auto e = j.find("error");
       failed = e != j.end() && e->is_string() && !e->get<std::string>().empty() ? e->get<std::string>()
@@ -158,11 +166,15 @@ MeasuredRun read_run(const std::string& path) {
   // Runs appended to one file (--metrics-append with another run, or files
   // joined with cat): the last run is the file's result, its steps only.
   if (runs > 1)
-    std::fprintf(stderr, "dtrain report: note: %s holds %d runs (run records); only the last, at line %d, and its "
-                 "step records are reported\n", path.c_str(), runs, rec_line);
-  if (!ips_next.empty())
+    std::fprintf(stderr, "dtrain report: note: %s holds %d runs (run records not ending \"checkpointed\"); only the "
+                 "last, whose record is at line %d, and its step records are reported\n", path.c_str(), runs, rec_line);
+  if (open_run) {  // a later start of the checkpointed run that wrote no record (killed): the same run
+    ips.insert(ips.end(), ips_next.begin(), ips_next.end());
+    tc.insert(tc.end(), tc_next.begin(), tc_next.end());
+  } else if (!ips_next.empty()) {
     std::fprintf(stderr, "dtrain report: note: %s: %zu step record(s) after the last run record (a start that did not "
                  "finish) are left out\n", path.c_str(), ips_next.size());
+  }
   const Record q{rec, path, rec_line, "run"};
   r.model = q.text("model");
   const std::string mode = q.text("mode");

@@ -139,12 +139,15 @@ class RunPredictor {
     if (o.have_profile()) prof_ = read_profile(o.profile_path);
     given_.intra = given_.inter = {o.link_gbps * 1e9 / 8, o.latency_us * 1e-6};
   }
-  // What a what-if profile (dtrain tune --t-c-ms / --link-gbps) gave instead of measuring: "" if nothing.
+  // What the profile was given instead of measuring, for the source line: ""
+  // if it measured everything. T_C given: a what-if profile (dtrain tune
+  // --t-c-ms); links given: --link-gbps, or tune's defaults without mpirun.
   std::string given_in_profile() const {
     if (!o_.have_profile()) return "";
     std::string g;
-    if (prof_.t_c_given) g = "T_C";
-    if (prof_.links_source == "given") g += g.empty() ? "the links" : " and the links";
+    if (prof_.t_c_given) g = "a what-if profile: T_C given (dtrain tune --t-c-ms), not measured on this machine";
+    if (prof_.links_source == "given")
+      g += std::string(g.empty() ? "" : "; ") + "its links given (--link-gbps, or tune's defaults without mpirun), not measured";
     return g;
   }
 
@@ -395,7 +398,7 @@ int cmd_report(const std::vector<std::string>& args) {
   if (o.have_profile()) {
     source = "profile " + o.profile_path;
     if (const std::string g = predictor.given_in_profile(); !g.empty())
-      source += ", a what-if profile: its " + g + " given, not measured on this machine";
+      source += ", " + g;
     if (!not_profiled.empty())
       source += "; " + std::to_string(not_profiled.size()) + " of " + std::to_string(runs.size()) +
                 " run(s) with T_C1 measured in-process";

@@ -135,16 +135,25 @@ ImageList list_labelled_folder(const std::string& root, const std::string& label
       const auto a = v.find_first_not_of(" \t"), b = v.find_last_not_of(" \t");
       return a == std::string::npos ? std::string() : v.substr(a, b - a + 1);
     };
+    {
+      std::istringstream is(text);
+      is >> name >> cls >> extra;
+    }
+    // "NAME,CLASS": one comma and one word after it, NAME may hold spaces. Where
+    // a line reads both ways ("a b,c": NAME "a" of class "b,c", or NAME "a b" of
+    // class "c"), the reading whose NAME is a file under root wins, else NAME CLASS.
     const auto comma = text.find(',');
     const std::string after = comma == std::string::npos ? "" : trim(text.substr(comma + 1));
     if (comma != std::string::npos && text.find(',', comma + 1) == std::string::npos && !after.empty() &&
         after.find_first_of(" \t") == std::string::npos) {
-      // "NAME,CLASS": one comma and one word after it; NAME may hold spaces.
-      name = trim(text.substr(0, comma));
-      cls = after;
-    } else {
-      std::istringstream is(text);
-      is >> name >> cls >> extra;
+      const std::string before = trim(text.substr(0, comma));
+      std::error_code fec;
+      const bool spaced_ok = !cls.empty() && extra.empty() && fs::exists(fs::path(root) / name, fec);
+      if (!spaced_ok || fs::exists(fs::path(root) / before, fec)) {
+        name = before;
+        cls = after;
+        extra.clear();
+      }
     }
     if (name.empty() || cls.empty() || !extra.empty())
       DT_USAGE(labels_file, ":", number, ": expected 'NAME CLASS', found '", text, "'");
@@ -155,24 +164,29 @@ ImageList list_labelled_folder(const std::string& root, const std::string& label
   ImageList list;
   list.root = root;
   // Indices or names, never both: one name among indices (a typo such as "1O")
-  // would turn every index into a name and relabel the whole file.
+  // would turn every index into a name and relabel the whole file. With a class
+  // table, a file whose every class is a name of the table reads as names
+  // (unless every class is digits: then indices, checked for ambiguity below).
+  const auto in_table = index_of(class_table);
+  const bool all_table_names = !class_table.empty() && std::all_of(lines.begin(), lines.end(), [&](const Line& l) {
+    return in_table.count(l.cls) > 0;
+  });
   const auto first_index = std::find_if(lines.begin(), lines.end(), [](const Line& l) { return all_digits(l.cls); });
   const auto first_name = std::find_if(lines.begin(), lines.end(), [](const Line& l) { return !all_digits(l.cls); });
-  if (first_index != lines.end() && first_name != lines.end())
+  if (first_index != lines.end() && first_name != lines.end() && !all_table_names)
     DT_USAGE(labels_file, ":", first_name->number, ": class '", format::visible(first_name->cls),
              "' is not a 0-based index (at most 9 digits), but line ", first_index->number, "'s class '",
              first_index->cls, "' is one; a labels file gives every class as an index or every class as a name");
   const bool by_index = first_name == lines.end();
   if (by_index && !class_table.empty()) {
     // A class table whose names are digits: "2" could be index 2 or the class named "2".
-    const auto names = index_of(class_table);
     for (const auto& l : lines)
-      if (auto it = names.find(l.cls); it != names.end() && std::to_string(it->second) != l.cls) {
+      if (auto it = in_table.find(l.cls); it != in_table.end() && std::stol(l.cls) != it->second) {
         const size_t k = size_t(std::stol(l.cls));
         DT_USAGE(labels_file, ":", l.number, ": class '", l.cls, "' is ambiguous: index ", l.cls,
                  k < class_table.size() ? " (the class table's '" + format::visible(class_table[k]) + "')"
                                         : std::string(" (outside the class table)"),
-                 " or the class table's name of class ", it->second,
+                 " or the class table's name of another class, ", it->second,
                  "; name every class by a class-table name that is not all digits, or by its index in a file whose "
                  "class names are not digits");
       }

@@ -159,14 +159,32 @@ void check_resume_key(const std::string& partial, const std::string& key) {
              "); rerun that command to finish it, or remove ", partial, "* to start over");
 }
 
-// F after its rename: `progress` removed — what makes it a finished file
-// (readers refuse a file that has it) — flushed, closed and synced.
-void drop_progress(const std::string& path) {
+constexpr const char* kReportBytesAttr = "report_bytes";  // F: the length of F.skipped.txt
+
+// F after its rename, finished: a raw F is shrunk to the samples stored
+// (`progress`'s second value; skipped inputs leave no gap), then `progress` is
+// removed — what makes it a finished file (readers refuse a file that has
+// it) — and F is flushed, closed and synced. Does nothing to a finished F.
+void finish_file(const std::string& path) {
   H5Id fapl = make_fapl_no_locking();
   const hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDWR, fapl.get());
   if (id < 0) DT_FAIL("cannot reopen ", path, " to finish it", h5_error_suffix());
   H5Id f(id, H5Fclose);
-  if (has_attribute(f.get(), kProgressAttr)) DT_H5(H5Adelete(f.get(), kProgressAttr));
+  if (has_attribute(f.get(), kProgressAttr)) {
+    const auto v = read_ints_attribute(f.get(), path, kProgressAttr);
+    DT_CHECK(v.size() == 4 && v[1] >= 1, path, ": attribute 'progress' is damaged");
+    if (h5_link_exists(f.get(), "images")) {  // raw
+      for (const char* name : {"images", "labels"}) {
+        H5Id d(DT_H5(H5Dopen2(f.get(), name, H5P_DEFAULT)), H5Dclose);
+        H5Id space(DT_H5(H5Dget_space(d.get())), H5Sclose);
+        hsize_t dims[4] = {0, 0, 0, 0};
+        H5Sget_simple_extent_dims(space.get(), dims, nullptr);
+        dims[0] = hsize_t(v[1]);
+        DT_H5(H5Dset_extent(d.get(), dims));
+      }
+    }
+    DT_H5(H5Adelete(f.get(), kProgressAttr));
+  }
   const hid_t raw = f.release();
   if (H5Fclose(raw) < 0) DT_FAIL("closing ", path, " failed", h5_error_suffix());
   fsync_path(path, false);
@@ -358,22 +376,24 @@ int64_t ImageStoreWriter::commit() {
     m.labels.reset();
     m.meta.reset();
     m.jpeg_bytes.close();
+    // An F that --overwrite was to replace goes too, before the partial files
+    // (a run stopped in between resumes them): the report describes this run.
+    const bool removed = fs::remove(m.spec.path, ec);
     fs::remove(m.partial, ec);
     fs::remove(m.partial + ".jpeg", ec);
-    // An F that --overwrite was to replace goes too: the report describes this
-    // run, and it is not that F's.
-    const bool removed = fs::remove(m.spec.path, ec);
     finish_report();
     DT_USAGE(m.spec.path, ": none of the ", m.spec.inputs, " files could be decoded (see ", report_final, "); ",
              removed ? "the earlier file of that name was removed (--overwrite) and no new one written"
                      : "nothing written");
   }
   if (m.raw) {
-    // F.partial becomes F with `progress` still in it (readers refuse it), then
-    // `progress` goes; a run stopped in between finishes it (finish_interrupted).
-    m.raw->commit(n);
+    // F.partial becomes F as it is (all M rows, `progress` in it: readers refuse
+    // it), then F is shrunk and loses `progress`; a run stopped in between
+    // finishes it (finish_interrupted).
+    write_ints_attribute(m.raw->file(), kReportBytesAttr, {m.cur.report_bytes});
+    m.raw->commit(m.spec.inputs);
     m.raw.reset();
-    drop_progress(m.spec.path);
+    finish_file(m.spec.path);
   } else {
     H5TempFile out(m.spec.path);
     const hid_t f = out.id();
@@ -411,6 +431,7 @@ int64_t ImageStoreWriter::commit() {
       write_classes_attribute(f, int(m.spec.class_names.size()));
       write_description(f, m.spec);
       write_string_attribute(f, kKeyAttr, m.spec.resume_key);  // which conversion made F (finish_interrupted)
+      write_ints_attribute(f, kReportBytesAttr, {m.cur.report_bytes});
     }
     out.commit();
     m.offsets.reset();
@@ -425,32 +446,32 @@ int64_t ImageStoreWriter::commit() {
   return int64_t(fs::file_size(m.spec.path, ec));
 }
 
+bool ImageStoreWriter::owns(const std::string& path, const StoreSpec& spec) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return false;
+  try {
+    H5Id f = open_h5_read_only(path);
+    return has_attribute(f.get(), kKeyAttr) && read_string_attribute(f.get(), path, kKeyAttr) == spec.resume_key;
+  } catch (const UsageError&) {
+    return false;  // not an HDF5 file of this converter
+  }
+}
+
 bool ImageStoreWriter::finish_interrupted(const StoreSpec& spec) {
   std::error_code ec;
   const std::string report_partial = spec.path + ".skipped.txt.partial";
-  if (!fs::exists(spec.path, ec) || !fs::exists(report_partial, ec)) return false;
-  std::string key;
-  try {
+  // F.partial present: the conversion is resumed (its commit writes F again);
+  // only an F that took its name from this conversion's partial file, with
+  // the report that goes with it, is finished here.
+  if (fs::exists(partial_path(spec.path), ec) || !fs::exists(report_partial, ec) || !owns(spec.path, spec))
+    return false;
+  {
     H5Id f = open_h5_read_only(spec.path);
-    if (has_attribute(f.get(), kKeyAttr)) key = read_string_attribute(f.get(), spec.path, kKeyAttr);
-  } catch (const UsageError&) {
-    return false;  // not a file of this converter
+    if (!has_attribute(f.get(), kReportBytesAttr)) return false;
+    const auto v = read_ints_attribute(f.get(), spec.path, kReportBytesAttr);
+    if (v.size() != 1 || v[0] != int64_t(fs::file_size(report_partial, ec)) || ec) return false;
   }
-  if (key != spec.resume_key) return false;
-  const std::string partial = partial_path(spec.path);
-  if (fs::exists(partial, ec)) {  // jpeg: only partial files that had done every input may go
-    std::vector<int64_t> v;
-    try {
-      H5Id p = open_h5_read_only(partial);
-      v = read_ints_attribute(p.get(), partial, kProgressAttr);
-    } catch (const UsageError&) {
-      return false;
-    }
-    if (v.size() != 4 || v[0] != spec.inputs) return false;  // a conversion under way: the caller resumes it
-  }
-  drop_progress(spec.path);
-  fs::remove(partial, ec);
-  fs::remove(partial + ".jpeg", ec);
+  finish_file(spec.path);
   const std::string report = report_path(spec.path);
   fs::rename(report_partial, report, ec);
   if (ec) DT_FAIL("renaming ", report_partial, " to ", report, " failed: ", ec.message());

@@ -18,13 +18,14 @@
 // later run with the same resume key reopens the files, truncates the byte file
 // and the report to the recorded lengths and continues from `inputs done`.
 //
-// commit(): raw — the datasets are shrunk to the samples stored (skipped
-// inputs leave no gap: samples are packed in input order), F.partial is
-// renamed to F and then `progress` is removed from F (`resume_key` stays:
-// which conversion made F). jpeg — F is written afresh (temporary name,
-// renamed; with `resume_key`) from F.partial and F.partial.jpeg, which are
-// then removed. Last, the report is renamed to F.skipped.txt (it is written
-// even when empty). A file with `progress` is unfinished: readers refuse it.
+// commit(): raw — F.partial is renamed to F as it is, then F's datasets are
+// shrunk to the samples stored (skipped inputs leave no gap: samples are
+// packed in input order) and `progress` is removed. jpeg — F is written afresh
+// (temporary name, renamed) from F.partial and F.partial.jpeg, which are then
+// removed. Last, the report is renamed to F.skipped.txt (it is written even
+// when empty). F keeps `resume_key` (which conversion made it) and gets
+// `report_bytes` (its report's length). A file with `progress` is unfinished:
+// readers refuse it.
 //
 // Threads: one thread uses a writer. Errors: UsageError when a partial file
 // belongs to another conversion or cannot be reopened; Error on a write failure.
@@ -85,13 +86,15 @@ class ImageStoreWriter {
   // report is still renamed; F.partial files are removed).
   int64_t commit();
 
-  // A run of this conversion (spec.resume_key) stopped after F took its name:
-  // raw before `progress` was removed from F, either layout before the report
-  // was renamed or (jpeg) the partial files removed. Finishes it and returns
-  // true; false when F or F.skipped.txt.partial is absent, F is another
-  // conversion's, or F.partial has inputs left (a conversion under way over an
-  // F that --overwrite replaces). Error on a failed write.
+  // A run of this conversion (spec.resume_key) stopped after F took its name
+  // and F.partial was gone: raw before F was shrunk and lost `progress`,
+  // either layout before the report was renamed. Finishes it and returns true;
+  // false when F.partial exists (the caller resumes it: its commit writes F
+  // again), F.skipped.txt.partial is absent or not the length F records
+  // (`report_bytes`), or F is not this conversion's. Error on a failed write.
   static bool finish_interrupted(const StoreSpec& spec);
+  // Whether `path` is an HDF5 file made by this conversion (its `resume_key`).
+  static bool owns(const std::string& path, const StoreSpec& spec);
 
   static std::string partial_path(const std::string& path) { return path + ".partial"; }
   static std::string report_path(const std::string& path) { return path + ".skipped.txt"; }

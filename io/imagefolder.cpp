@@ -351,7 +351,6 @@ ImageFolderSummary convert_image_folder(const ImageFolderOptions& opt) {
               "not converted (first: ", format::visible(list.not_files.front()), ")");
   init_vips();
   const OutputLock lock(o.out);
-  remove_stale_temporaries(o.out);
 
   StoreSpec spec;
   spec.path = o.out;
@@ -362,12 +361,18 @@ ImageFolderSummary convert_image_folder(const ImageFolderOptions& opt) {
   spec.class_names = list.class_names;
   spec.resume_key = resume_key(o, list);
   if (ImageStoreWriter::finish_interrupted(spec)) {  // an earlier run stopped after F took its name
+    remove_stale_temporaries(o.out);
     log::info("imagefolder: finished the end of an earlier run of this conversion (stopped after ", o.out,
               " was written)");
     return finished_summary(o, list);
   }
-  if (!o.overwrite && std::filesystem::exists(o.out))  // written by a converter that ended meanwhile
+  // F may exist where this conversion's own partial file is resumed over it
+  // (its end was stopped after F took its name, or it replaces F by --overwrite).
+  const bool own_partial = ImageStoreWriter::owns(ImageStoreWriter::partial_path(o.out), spec) &&
+                           ImageStoreWriter::owns(o.out, spec);
+  if (!o.overwrite && !own_partial && std::filesystem::exists(o.out))
     DT_USAGE("option 'out': ", o.out, " exists; choose another file");
+  remove_stale_temporaries(o.out);
   std::function<void(int64_t)> kill_point;
   if (auto k = settings::convert_kill_at(); k && *k > 0)
     kill_point = [k = *k](int64_t stored) {

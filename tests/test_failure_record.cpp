@@ -119,4 +119,21 @@ TEST_CASE("dtrain report reads the step records of the last run record only", "[
   CHECK(r.step == Approx(0.002));
   CHECK(r.t_c == Approx(0.0016));
   CHECK(r.t_o == Approx(0.0004));
+  // A requeued run: each start stopped on a signal writes a record ending
+  // "checkpointed", and the starts' steps are one run's (slurm/train.sbatch).
+  const std::string requeued = dir.file("requeued.jsonl");
+  {
+    std::ofstream f(requeued);
+    auto checkpointed = run(16);
+    checkpointed["end"] = "checkpointed";
+    for (int i = 0; i < 3; ++i) f << step(8000, 0.0016).dump() << "\n";
+    f << checkpointed.dump() << "\n";
+    for (int i = 0; i < 3; ++i) f << step(8000, 0.0016).dump() << "\n";
+    f << checkpointed.dump() << "\n";
+    f << step(8000, 0.0016).dump() << "\n";  // a start killed before its record: the same run
+    auto done = run(16);
+    done["end"] = "done";
+    f << step(8000, 0.0016).dump() << "\n" << done.dump() << "\n";
+  }
+  CHECK(dtrain::engine::read_run(requeued).intervals == 7);  // 8 steps, the first dropped
 }

@@ -539,7 +539,23 @@ TEST_CASE("imagefolder: a labels file gives every class as an index or every cla
   std::ofstream(o.labels) << "ILSVRC2012_val_00000001.JPEG 2\n";
   CHECK_THAT(test::usage_error_message([&] { io::list_images(o); }),
              Catch::Contains("labels.txt:1") && Catch::Contains("'2' is ambiguous") &&
-                 Catch::Contains("the class table's '3'") && Catch::Contains("name of class 1"));
+                 Catch::Contains("the class table's '3'") && Catch::Contains("name of another class, 1"));
+  // Zero-padded digit names in index order (GTSRB's 00000 … 00042): the same class both ways, not ambiguous;
+  // a table holding '2' and 'cat': a file naming both reads as names.
+  auto table_file = [&](const std::string& file, const std::vector<std::string>& names) {
+    io::H5Id f(H5Fcreate(tmp.file(file).c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+    REQUIRE(f.valid());
+    io::write_string_list(f.get(), "class_names", names);
+    return tmp.file(file);
+  };
+  std::vector<std::string> padded;
+  for (int k = 0; k < 43; ++k) padded.push_back((k < 10 ? "0000" : "000") + std::to_string(k));
+  o.class_table = table_file("padded.h5", padded);
+  std::ofstream(o.labels) << "ILSVRC2012_val_00000001.JPEG 00016\n";
+  CHECK(io::list_images(o).labels == std::vector<int32_t>{16});
+  o.class_table = table_file("mixed.h5", {"10", "2", "cat"});
+  std::ofstream(o.labels) << "ILSVRC2012_val_00000001.JPEG 2\nILSVRC2012_val_00000002.JPEG cat\n";
+  CHECK(io::list_images(o).labels == std::vector<int32_t>{1, 2});
   // Indices that agree with the names (a table "0".."9" written from indices) are fine.
   o.class_table.clear();
   std::ofstream(o.labels) << "ILSVRC2012_val_00000001.JPEG 0\nILSVRC2012_val_00000002.JPEG 3\n";
@@ -555,6 +571,12 @@ TEST_CASE("imagefolder: a labels file gives every class as an index or every cla
   const auto flat = io::list_images(o);
   CHECK(flat.files == std::vector<std::string>{"a,b.jpg", "with space.jpg"});
   CHECK(flat.labels == std::vector<int32_t>{1, 0});
+  // "a b,c" reads both ways: the reading whose NAME is a file wins (NAME CLASS with a comma in CLASS).
+  fs::copy_file(fs::path(tree().train_root) / tree().train.front().path, tmp.path() / "flat" / "img.jpg");
+  std::ofstream(o.labels) << "img.jpg a,b\n";
+  const auto comma_class = io::list_images(o);
+  CHECK(comma_class.files == std::vector<std::string>{"img.jpg"});
+  CHECK(comma_class.class_names == std::vector<std::string>{"a,b"});
 }
 
 TEST_CASE("imagefolder: root entries that loop or lead back and empty classes and broken links are listed and not followed",
@@ -607,7 +629,16 @@ TEST_CASE("imagefolder: a run stopped after F took its name is finished by the s
         io::H5Id fapl = io::make_fapl_no_locking();
         io::H5Id f(H5Fopen(out.c_str(), H5F_ACC_RDWR, fapl.get()), H5Fclose);
         REQUIRE(f.valid());
-        io::write_ints_attribute(f.get(), "progress", {1, 1, 0, 0});
+        io::write_ints_attribute(f.get(), "progress", {0, int64_t(labels.size()), 0, 0});
+        // Not yet shrunk: all M rows (the skipped inputs' rows at the end, zeros).
+        for (const char* name : {"images", "labels"}) {
+          io::H5Id d(H5Dopen2(f.get(), name, H5P_DEFAULT), H5Dclose);
+          io::H5Id space(H5Dget_space(d.get()), H5Sclose);
+          hsize_t dims[4] = {0, 0, 0, 0};
+          H5Sget_simple_extent_dims(space.get(), dims, nullptr);
+          dims[0] = hsize_t(labels.size() + lines.size());
+          REQUIRE(H5Dset_extent(d.get(), dims) >= 0);
+        }
       }
       CHECK_THAT(test::usage_error_message([&] { io::Hdf5Dataset d(out); }),
                  Catch::Contains("an unfinished dtrain data imagefolder conversion"));

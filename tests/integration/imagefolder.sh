@@ -57,6 +57,20 @@ convert --store raw --out f-raw.h5 --threads 2 > finish.log 2>&1 || fail "finish
 grep -qF "finished the end of an earlier run" finish.log || fail "finishing: $(cat finish.log)"
 cmp raw.h5.skipped.txt f-raw.h5.skipped.txt && [ ! -e f-raw.h5.skipped.txt.partial ] || fail "finishing: $(ls)"
 echo "ok: a stopped end finished by the same command"
+# This conversion's partial file over an F of its own (an --overwrite run stopped): the same
+# command resumes it and its commit replaces F (not "finished" from the old F, not refused).
+cp raw.h5 o-raw.h5
+rc=0; DTRAIN_CONVERT_KILL_AT=50 convert --store raw --out o-raw.h5 --overwrite true --checkpoint-every 16 > o.log 2>&1 || rc=$?
+[ $rc = 137 ] && [ -f o-raw.h5.partial ] || fail "overwrite run not killed (exit $rc): $(cat o.log)"
+convert --store raw --out o-raw.h5 --threads 2 > o2.log 2>&1 || fail "resume over own F: $(cat o2.log)"
+grep -qF "resuming o-raw.h5.partial" o2.log || fail "resume over own F did not resume: $(cat o2.log)"
+h5diff raw.h5 o-raw.h5 && cmp raw.h5.skipped.txt o-raw.h5.skipped.txt || fail "resume over own F: another file"
+echo "ok: an --overwrite run's partial file resumed over its own F"
+# A raw file of another size than the model's input, fitted by --eval-resize with --augment none:
+# the job's check accepted it and the training loader refused it (it was not given fit_raw).
+"$DTRAIN" train --model lenet5 --train-data raw.h5 --test-data "" --augment none --eval-resize 32 --max-steps 2 \
+  --minibatch 8 --threads 1 --runs-dir runs --save-params "" > fit.log 2>&1 || fail "fit_raw: $(cat fit.log)"
+echo "ok: --augment none --eval-resize trains on a raw file of another size"
 
 # Validation with the train file's class table.
 "$DTRAIN" data imagefolder --root tree/val --labels tree/val_labels.txt --class-table raw.h5 --out val.h5 \

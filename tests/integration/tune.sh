@@ -60,11 +60,11 @@ echo "$out"
 grep -q "lenet5" <<<"$out" || fail "report lacks the runs"
 grep -qE "one\.jsonl +2 lenet5" <<<"$out" || fail "the two runs of one configuration are not one row of n = 2"
 grep -q "configuration(s) outside" <<<"$out" || fail "report lacks the verdict line"
-grep -q "what-if" <<<"$out" && fail "a measured profile called what-if: $out"
+grep -q "what-if" <<<"$out" && fail "a measured T_C called what-if: $out"
 # A what-if profile (T_C and links given) says so where report names its source.
 "$DTRAIN" tune "${job[@]}" --candidates 16 --t-c-ms 5 --link-gbps 1 --out "$W/whatif.ini" > /dev/null
 out=$("$DTRAIN" report --profile "$W/whatif.ini.profile.json" --metrics "$W/one.jsonl")
-grep -qF "a what-if profile: its T_C and the links given, not measured on this machine" <<<"$out" ||
+grep -qF "a what-if profile: T_C given (dtrain tune --t-c-ms), not measured on this machine; its links given" <<<"$out" ||
   fail "report does not say the profile is a what-if: $out"
 # Two runs in one file (appended, or cat): the last run only, with a note.
 cat "$W/one.jsonl" "$W/four.jsonl" > "$W/both.jsonl"
