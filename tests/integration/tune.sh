@@ -69,7 +69,7 @@ grep -qF "a what-if profile: T_C given (dtrain tune --t-c-ms), not measured on t
 # Two runs in one file (appended, or cat): the last run only, with a note.
 cat "$W/one.jsonl" "$W/four.jsonl" > "$W/both.jsonl"
 out=$("$DTRAIN" report --metrics "$W/both.jsonl" --profile "$W/tuned.ini.profile.json" 2>&1)
-grep -qF "holds 2 runs (run records); only the last" <<<"$out" || fail "report pooled two runs: $out"
+grep -qF "holds 2 runs (run records not ending \"checkpointed\"); only the last" <<<"$out" || fail "report pooled two runs: $out"
 grep '"kind":"step"' "$W/one.jsonl" > "$W/norun.jsonl"
 expect_exit 2 'no {"kind":"run"} record' -- "$DTRAIN" report --metrics "$W/norun.jsonl"
 # Bad tune input ends at once with exit 2, before any profiling: a candidate
