@@ -301,8 +301,8 @@ void remove_stale_temporaries(const std::string& out) {
   }
 }
 
-// The summary of a conversion that an earlier run finished (finish_interrupted).
-ImageFolderSummary finished_summary(const ImageFolderOptions& o, const ImageList& list) {
+// The summary's fields that follow from the options and the file list.
+ImageFolderSummary summary_of(const ImageFolderOptions& o, const ImageList& list) {
   ImageFolderSummary s;
   s.path = o.out;
   s.report_path = ImageStoreWriter::report_path(o.out);
@@ -312,6 +312,12 @@ ImageFolderSummary finished_summary(const ImageFolderOptions& o, const ImageList
   s.classes = int(list.class_names.size());
   s.threads = o.threads;
   s.inputs = int64_t(list.files.size());
+  return s;
+}
+
+// The summary of a conversion that an earlier run finished (finish_interrupted).
+ImageFolderSummary finished_summary(const ImageFolderOptions& o, const ImageList& list) {
+  ImageFolderSummary s = summary_of(o, list);
   s.resumed_from = s.inputs;
   std::ifstream report(s.report_path);
   std::string line;
@@ -416,17 +422,9 @@ ImageFolderSummary convert_image_folder(const ImageFolderOptions& opt) {
       }
     }
   }
-  ImageFolderSummary s;
+  ImageFolderSummary s = summary_of(o, list);
   s.file_bytes = store.commit();
   const StoreProgress& p = store.progress();
-  s.path = o.out;
-  s.report_path = ImageStoreWriter::report_path(o.out);
-  s.store = o.store;
-  s.size = o.size;
-  s.quality = o.quality;
-  s.classes = int(list.class_names.size());
-  s.threads = o.threads;
-  s.inputs = m;
   s.stored = p.samples_done;
   s.skipped = p.inputs_done - p.samples_done;
   s.resumed_from = start.inputs_done;
