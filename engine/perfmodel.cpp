@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstdint>
 #include <limits>
+#include <vector>
 
 #include "core/error.hpp"
 
@@ -125,6 +127,68 @@ int waiting_threads(const RunShape& r) {
   return r.servers + r.workers;
 }
 
+namespace {
+
+constexpr int kPhaseDraws = 4096;  // tuples drawn when n^G is larger (perfmodel.hpp, compute_phase)
+
+// Draw i (0-based) of tuple k: an index into n samples from a counter-based
+// generator (splitmix64's finaliser of k·γ' + (i+1)·γ), so tuple k's first G
+// draws are the same for every G — the tuples for G+1 extend those for G.
+size_t phase_draw(uint64_t k, uint64_t i, size_t n) {
+  uint64_t z = (k + 1) * 0xD1B54A32D192ED03ull + (i + 1) * 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return static_cast<size_t>((z ^ (z >> 31)) % n);
+}
+
+// The max and the sum of each tuple's first `g` draws from `samples`.
+struct PhaseTuples {
+  std::vector<double> samples;
+  int g = 0;
+  std::vector<double> max = std::vector<double>(kPhaseDraws, 0.0), sum = std::vector<double>(kPhaseDraws, 0.0);
+  void extend_to(int to) {
+    for (int k = 0; k < kPhaseDraws; ++k) {
+      double mx = max[k], s = sum[k];
+      for (int i = g; i < to; ++i) {
+        const double v = samples[phase_draw(static_cast<uint64_t>(k), static_cast<uint64_t>(i), samples.size())];
+        mx = std::max(mx, v);
+        s += v;
+      }
+      max[k] = mx;
+      sum[k] = s;
+    }
+    g = to;
+  }
+};
+
+// The tuples of (samples, g), extended from the nearest smaller G drawn
+// before on this thread: a table's rows G = 1, 2, … cost O(4096·G) in all
+// instead of O(4096·G²) (G = 1024 took 23 s). A few sample sets are kept,
+// since one row predicts with two (allreduce's T_C includes T_U). The result
+// is the same as drawing afresh (the draws do not depend on G).
+const PhaseTuples& phase_tuples(const std::vector<double>& samples, int g) {
+  thread_local std::vector<PhaseTuples> kept;
+  thread_local size_t next = 0;
+  PhaseTuples* hit = nullptr;
+  for (auto& c : kept)
+    if (c.g <= g && c.samples == samples && (hit == nullptr || c.g > hit->g)) hit = &c;
+  if (hit == nullptr) {
+    if (kept.size() < 4) {
+      kept.emplace_back();
+      hit = &kept.back();
+    } else {
+      hit = &kept[next];
+      next = (next + 1) % kept.size();
+      *hit = PhaseTuples{};
+    }
+    hit->samples = samples;
+  }
+  hit->extend_to(g);
+  return *hit;
+}
+
+}  // namespace
+
 double compute_phase(const std::vector<double>& t, int g, int thr, const MachineLoad& m, double waiting) {
   DT_CHECK(!t.empty() && g >= 1 && thr >= 1 && m.cores > 0 && m.background >= 0, "compute_phase: bad arguments");
   for (double x : t) DT_CHECK(x > 0 && std::isfinite(x), "compute_phase: T_C sample ", x);
@@ -151,9 +215,9 @@ double compute_phase(const std::vector<double>& t, int g, int thr, const Machine
   const size_t n = t.size();
   if (n == 1) return std::max(t[0], eta * thr * g * t[0] / capacity);  // every worker draws the one sample
   double tuples = 1;
-  for (int i = 0; i < g && tuples <= 4096; ++i) tuples *= static_cast<double>(n);
+  for (int i = 0; i < g && tuples <= kPhaseDraws; ++i) tuples *= static_cast<double>(n);
   double total = 0;
-  if (tuples <= 4096) {  // exact: every tuple of G draws
+  if (tuples <= kPhaseDraws) {  // exact: every tuple of G draws
     const size_t count = static_cast<size_t>(tuples);
     for (size_t k = 0; k < count; ++k) {
       size_t c = k;  // tuple k: worker i draws digit i of k in base n (phase draws i = 0, 1, … in order)
@@ -165,15 +229,10 @@ double compute_phase(const std::vector<double>& t, int g, int thr, const Machine
     }
     return total / static_cast<double>(count);
   }
-  uint64_t state = 0x9E3779B97F4A7C15ull;  // splitmix64: the same draws every call
-  auto next = [&] {
-    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  };
-  for (int k = 0; k < 4096; ++k) total += phase([&](int) { return t[next() % n]; });
-  return total / 4096;
+  const PhaseTuples& d = phase_tuples(t, g);
+  const double coef = eta * thr / capacity;
+  for (int k = 0; k < kPhaseDraws; ++k) total += std::max(d.max[k], coef * d.sum[k]);
+  return total / kPhaseDraws;
 }
 
 double exposed_exchange(double t_comm, double t_c, const RunShape& r) {

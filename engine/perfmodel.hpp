@@ -196,8 +196,10 @@ StepPrediction predict_step(const std::vector<double>& t_c1_samples, const RunSh
 //              poll in sleeping waits meanwhile (servers, communication threads)
 // With the t_i unknown per process, the prediction is the expectation of
 // phase over G independent draws from the samples: exact over all
-// n^G tuples when n^G ≤ 4096, else the mean of 4096 draws from a fixed
-// pseudo-random sequence (deterministic). A single sample t gives
+// n^G tuples when n^G ≤ 4096, else the mean over 4096 tuples from a
+// counter-based pseudo-random generator (deterministic; a tuple's first G
+// draws do not depend on G, so the rows G = 1, 2, … of a table extend one
+// another's draws: O(4096·G) for the whole table). A single sample t gives
 // max(t, η·G·thr·t/capacity) = η·κ·t when ρ > 1.
 double compute_phase(const std::vector<double>& t_c1_samples, int workers, int threads, const MachineLoad& m,
                      double waiting = 0);

@@ -2,6 +2,8 @@
 #include <catch2/catch.hpp>
 
 #include <climits>
+#include <thread>
+#include <vector>
 
 #include "core/error.hpp"
 #include "engine/perfmodel.hpp"
@@ -177,6 +179,37 @@ TEST_CASE("compute phase: stragglers, time sharing, polling threads", "[perfmode
   CHECK(a < 0.050);
   REQUIRE_THROWS_AS(compute_phase({}, 1, 1, idle), dtrain::Error);
   REQUIRE_THROWS_AS(compute_phase({-1.0}, 1, 1, idle), dtrain::Error);
+}
+
+TEST_CASE("compute phase: a table's rows drawn one after another equal each drawn alone", "[perfmodel]") {
+  std::vector<double> many, shifted;
+  for (int i = 1; i <= 50; ++i) {
+    many.push_back(1e-3 * i);
+    shifted.push_back(1e-3 * i + 2e-3);
+  }
+  MachineLoad load;
+  load.cores = 2;
+  load.background = 0.5;
+  load.time_share = 1.05;
+  // Each G alone, on a fresh thread (nothing drawn before it there).
+  auto alone = [&](const std::vector<double>& t, int g) {
+    double v = 0;
+    std::thread([&] { v = compute_phase(t, g, 1, load); }).join();
+    return v;
+  };
+  std::vector<double> seq, seq_shifted;
+  for (int g = 1; g <= 300; ++g) {  // the order a table asks in: two sample sets a row
+    seq.push_back(compute_phase(many, g, 1, load));
+    seq_shifted.push_back(compute_phase(shifted, g, 1, load));
+  }
+  for (int g : {1, 2, 3, 17, 64, 299, 300}) {
+    CHECK(seq[g - 1] == alone(many, g));
+    CHECK(seq_shifted[g - 1] == alone(shifted, g));
+  }
+  CHECK(compute_phase(many, 5, 1, load) == alone(many, 5));  // back to a smaller G after a larger one
+  // More workers on 2 cores: the phase grows (the work bound), and stays at or above the largest draw's mean.
+  for (int g = 2; g <= 300; ++g) CHECK(seq[g - 1] >= seq[g - 2] * 0.999);
+  CHECK(seq[299] == Approx(1.05 * 300 * 0.0255 / (2 * 300.0 / 300.5)).epsilon(0.01));
 }
 
 TEST_CASE("sleeping waits: threads that poll and the hop latency", "[perfmodel]") {
