@@ -397,6 +397,14 @@ void write_tune_outputs(const std::string& out, const std::string& job_text, con
 }
 
 int check_tune_job(const TuneOptions& t, const TrainConfig& cfg) {
+  // A stand-in job (engine/compute_stand_in.hpp) spends a fixed time per step
+  // whatever its minibatch: tune would profile the model's real compute, then
+  // write a job that does not run it (and no minibatch to choose).
+  if (cfg.compute_stand_in_ms > 0)
+    DT_USAGE("dtrain tune: the job sets option 'compute-stand-in-ms' (", format::shortest(cfg.compute_stand_in_ms),
+             " ms per step instead of forward and backward): tune measures the model's own compute, which that job "
+             "does not run; give --compute-stand-in-ms 0 to tune the real job, or --t-c-ms ",
+             format::shortest(cfg.compute_stand_in_ms), " to predict with that T_C");
   int classes = 0;
   std::unique_ptr<io::Dataset> train_set, test_set;
   if (!cfg.train_data.empty()) {
@@ -424,16 +432,23 @@ int check_tune_job(const TuneOptions& t, const TrainConfig& cfg) {
   if (train_set) check_fits(*train_set, input_transform(cfg, in, true), outputs, "train-data");
   if (test_set) check_fits(*test_set, input_transform(cfg, in, false), outputs, "test-data");
   check_normalization(cfg, in.c());
-  // A value holding '#' would read back cut at it (a comment) from the tuned job file.
+  // A value holding '#' would read back cut at it (a comment) from the tuned
+  // job file, one that starts or ends with white space trimmed (another file).
   {
     std::istringstream lines(job_file_text(cfg));
     std::string line;
-    while (std::getline(lines, line))
-      if (const size_t hash = line.find('#'); hash != std::string::npos) {
-        const size_t eq = line.find(" = ");
-        DT_USAGE("option '", line.substr(0, eq), "': '", visible(line.substr(eq + 3)),
+    while (std::getline(lines, line)) {
+      const size_t eq = line.find(" = ");
+      if (line.empty() || line[0] == '#' || line[0] == '[' || eq == std::string::npos) continue;
+      const std::string value = line.substr(eq + 3);
+      if (value.find('#') != std::string::npos)
+        DT_USAGE("option '", line.substr(0, eq), "': '", visible(value),
                  "' holds '#', which the tuned job file would read as the start of a comment (rename it)");
-      }
+      if (!value.empty() && (std::isspace(static_cast<unsigned char>(value.front())) ||
+                             std::isspace(static_cast<unsigned char>(value.back()))))
+        DT_USAGE("option '", line.substr(0, eq), "': '", visible(value),
+                 "' starts or ends with white space, which the tuned job file would read without it (rename it)");
+    }
   }
   return classes;
 }

@@ -402,6 +402,45 @@ TEST_CASE("tune checks the job's data against its model in what-if mode too, as 
   CHECK(check_tune_job(t, fits) == 10);
 }
 
+TEST_CASE("tune refuses a stand-in job and values the tuned job file would read back otherwise", "[tune]") {
+  // A job with compute-stand-in-ms was profiled on the model's real compute and
+  // written back with the stand-in (a fixed time per step, whatever the
+  // minibatch); a data path ending in a space was written to the job file,
+  // which reads values trimmed: the tuned job named another file.
+  using dtrain::test::TempDir;
+  using dtrain::test::usage_error_message;
+  TempDir dir;
+  const std::string data = dir.file("small.h5");
+  const int64_t n = 64;
+  std::vector<uint8_t> images(static_cast<size_t>(n * 28 * 28), 7);
+  std::vector<int32_t> labels(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) labels[size_t(i)] = int32_t(i % 10);
+  dtrain::io::write_dataset(data, images, n, 28, 28, 1, labels, 10);
+  TuneOptions t;
+  t.candidates = {16};
+  TrainConfig stand_in;
+  REQUIRE(parse_train_args({"--model", "lenet5", "--train-data", data, "--compute-stand-in-ms", "12.5"}, stand_in));
+  for (const double t_c_ms : {0.0, 51.2}) {
+    t.t_c_ms = t_c_ms;
+    const std::string msg = usage_error_message([&] { check_tune_job(t, stand_in); });
+    CHECK_THAT(msg, Catch::Matchers::Contains("option 'compute-stand-in-ms'") && Catch::Matchers::Contains("12.5") &&
+                        Catch::Matchers::Contains("--compute-stand-in-ms 0"));
+  }
+  t.t_c_ms = 0;
+  TrainConfig real;  // the command line's 0 wins over the job file's value
+  REQUIRE(parse_train_args({"--model", "lenet5", "--train-data", data, "--compute-stand-in-ms", "0"}, real));
+  CHECK(check_tune_job(t, real) == 10);
+  // A training file whose name ends with a space or a tab.
+  for (const std::string name : {"small.h5 ", "small.h5\t"}) {
+    const std::string odd = dir.file(name);
+    std::filesystem::copy_file(data, odd);
+    TrainConfig cfg;
+    REQUIRE(parse_train_args({"--model", "lenet5", "--train-data", odd}, cfg));
+    CHECK_THAT(usage_error_message([&] { check_tune_job(t, cfg); }),
+               Catch::Matchers::Contains("option 'train-data'") && Catch::Matchers::Contains("white space"));
+  }
+}
+
 TEST_CASE("tune: --intra-gbps is checked like --link-gbps", "[tune]") {
   // -5 and nan were taken as 0 ("measure") without a word; link-gbps refused them.
   // --t-u-ms without --t-c-ms is refused later in the same checks: a value let
