@@ -311,6 +311,12 @@ TrainConfig tuned_job(const TuneOptions& t, const TrainConfig& cfg, const TableR
                 format::shortest(static_cast<double>(minibatch) * g / base).c_str(),
                 format::shortest(t.max_lr_scale).c_str());
   }
+  if (minibatch * g < base)  // a base batch meant per worker, or a typo, silently shrank lr (1e9: lr × 3e-5)
+    std::fprintf(stderr,
+                 "dtrain tune: warning: the tuned global batch %d is below option 'base-batch' %d: the linear rule "
+                 "scales lr down by %s, from %s to %s (base-batch is the global batch the job's lr was set for)\n",
+                 minibatch * g, base, format::shortest(static_cast<double>(minibatch) * g / base).c_str(),
+                 format::shortest(cfg.lr).c_str(), format::shortest(static_cast<float>(lr.lr)).c_str());
   tuned.lr = static_cast<float>(lr.lr);
   tuned.warmup_epochs = static_cast<float>(std::max<double>(cfg.warmup_epochs, lr.warmup_epochs));
   tuned.loader_depth = std::max(2, cfg.loader_depth);

@@ -108,9 +108,16 @@ expect_exit 2 "option 't-c-ms' must be a finite number" -- "$DTRAIN" tune "${job
 expect_exit 2 "at most" -- "$DTRAIN" tune "${job[@]}" --nodes 100000 --gpus-per-node 100000
 # The linear lr rule is capped: lr 0.05 for batch 16 → 2 × 2 workers × 16 = ×4 allowed, ×8 not.
 "$DTRAIN" tune "${job[@]}" --nodes 2 --gpus-per-node 2 --base-batch 16 --candidates 32 --profile-steps 2 \
-  --link-gbps 1 --out "$W/cap.ini" > "$W/cap.log"
+  --link-gbps 1 --out "$W/cap.ini" > "$W/cap.log" 2> "$W/cap.err"
 grep -q "factor 8 is capped at 4 " "$W/cap.log" || fail "the lr factor 8 was not capped"
 grep -q "^lr = 0.2$" "$W/cap.ini" || fail "capped lr is not 0.05 × 4: $(grep '^lr =' "$W/cap.ini")"
+# Scaled down (global batch 2 × 2 × 32 = 128 below base-batch 1024): said, not silent.
+"$DTRAIN" tune "${job[@]}" --nodes 2 --gpus-per-node 2 --base-batch 1024 --candidates 32 --profile-steps 2 \
+  --link-gbps 1 --out "$W/down.ini" > /dev/null 2> "$W/down.err"
+grep -q "warning: the tuned global batch 128 is below option 'base-batch' 1024: the linear rule scales lr down by 0.125, from 0.05 to 0.00625 " "$W/down.err" ||
+  fail "lr scaled down without a warning: $(cat "$W/down.err")"
+grep -q "^lr = 0.00625$" "$W/down.ini" || fail "lr is not 0.05 / 8: $(grep '^lr =' "$W/down.ini")"
+if grep -q "below option 'base-batch'" "$W/cap.err"; then fail "a scaled-up lr was warned about"; fi
 # --help defaults are shortest round-trip too (0.8, not 0.80000000000000004).
 help=$("$DTRAIN" tune --help)
 grep -q "target-efficiency arg (=0.8) " <<<"$help" || fail "tune --help: $(grep target-eff <<<"$help")"
