@@ -189,7 +189,7 @@ MeasuredRun read_run(const std::string& path) {
   r.ranks_per_node = q.integer("ranks_per_node", 0);
   // Runs on real nodes: K from the workers' hosts (records of older runs have no such field).
   if (r.ranks_per_node == 0 && q.j.contains("workers_per_node")) r.ranks_per_node = q.integer("workers_per_node", 0);
-  r.threads = q.integer("threads", 0);
+  r.threads = q.integer("threads", 1);  // a run computes on ≥ 1 thread (0 made the model's demand 0)
   r.cores = q.number("cores", 0, true);
   const double zero = 0;
   r.background = q.number("background_cores", 0, false, &zero);

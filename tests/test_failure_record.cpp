@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/error.hpp"
@@ -136,4 +137,19 @@ TEST_CASE("dtrain report reads the step records of the last run record only", "[
     f << step(8000, 0.0016).dump() << "\n" << done.dump() << "\n";
   }
   CHECK(dtrain::engine::read_run(requeued).intervals == 7);  // 8 steps, the first dropped
+  // A run record's fields the model divides by or multiplies with: refused, naming the field and line.
+  for (const auto& [field, value] : std::vector<std::pair<std::string, nlohmann::json>>{
+           {"threads", 0}, {"cores", 0.0}, {"minibatch", 0}, {"workers", -1}, {"threads", 1.5}}) {
+    INFO(field << " = " << value.dump());
+    const std::string bad = dir.file("bad.jsonl");
+    {
+      std::ofstream f(bad);
+      auto rec = run(16);
+      rec[field] = value;
+      for (int i = 0; i < 3; ++i) f << step(8000, 0.0016).dump() << "\n";
+      f << rec.dump() << "\n";
+    }
+    CHECK_THAT(dtrain::test::usage_error_message([&] { dtrain::engine::read_run(bad); }),
+               Catch::Matchers::Contains(field) && Catch::Matchers::Contains("bad.jsonl:4"));
+  }
 }
