@@ -6,6 +6,8 @@
 #include <boost/program_options.hpp>
 #include <cstdio>
 #include <filesystem>
+#include <map>
+#include <set>
 #include <iostream>
 #include <sstream>
 
@@ -127,6 +129,25 @@ int cmd_data(const std::vector<std::string>& args) {
     return kExitOk;
   }
   if (what.empty()) DT_USAGE("dtrain data: which dataset? (fashion-mnist | synth | imagefolder; --help lists the options)");
+  // An option the dataset does not read is refused, not ignored (--classes 10
+  // with imagefolder took the folders' count); --quality with --store raw is
+  // warned about.
+  {
+    static const std::map<std::string, std::set<std::string>> reads = {
+        {"fashion-mnist", {"src"}},
+        {"synth", {"shape", "n", "classes", "seed"}},
+        {"imagefolder", {"root", "labels", "class-table", "store", "size", "quality", "threads", "checkpoint-every"}}};
+    const auto known = reads.find(what);
+    for (const auto& [key, value] : vm) {
+      if (value.defaulted() || key == "what" || key == "help" || key == "out" || key == "overwrite") continue;
+      if (known != reads.end() && !known->second.count(key))
+        DT_USAGE("dtrain data ", what, ": option '", key, "' is not read by this dataset (it is ",
+                 key == "src" ? "fashion-mnist's" : reads.at("synth").count(key) ? "synth's" : "imagefolder's", ")");
+      if (what == "imagefolder" && key == "quality" && store == "raw")  // a warning: scripts loop over both stores
+        log::warn("dtrain data imagefolder: option 'quality' is for --store jpeg, unused with --store raw (the "
+                  "decoded pixels are stored, no JPEG is written)");
+    }
+  }
   if (what == "imagefolder") {
     const char* w = "dtrain data imagefolder: ";
     io::ImageFolderOptions o;

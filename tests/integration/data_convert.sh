@@ -11,6 +11,20 @@ expect_exit 2 /nonexistent -- "$DTRAIN" data fashion-mnist --src /nonexistent --
 # A source folder nobody typed says where it came from.
 expect_exit 2 "(the source folder is \$DTRAIN_FASHION_DIR, as --src was not given)" -- \
   env DTRAIN_FASHION_DIR=/nonexistent "$DTRAIN" data fashion-mnist --out "$WORK/x"
+# An option the dataset does not read is refused, not ignored.
+mkdir -p "$WORK/q/c0" && rm -f "$WORK/q/a.h5"*
+python3 -c "import zlib,struct,sys
+def ch(t,d): return struct.pack('>I',len(d))+t+d+struct.pack('>I',zlib.crc32(t+d)&0xffffffff)
+sys.stdout.buffer.write(b'\x89PNG\r\n\x1a\n'+ch(b'IHDR',struct.pack('>IIBBBBB',8,8,8,0,0,0,0))+ch(b'IDAT',zlib.compress(b''.join(b'\x00'+bytes(range(8)) for _ in range(8))))+ch(b'IEND',b''))" > "$WORK/q/c0/i.png"
+"$DTRAIN" data imagefolder --root "$WORK/q" --out "$WORK/q/a.h5" --store raw --size 8 --quality 95 2> "$WORK/q.err" ||
+  fail "imagefolder --store raw --quality 95: $(cat "$WORK/q.err")"
+grep -q "option 'quality' is for --store jpeg, unused with --store raw" "$WORK/q.err" || fail "--quality with raw: no warning"
+expect_exit 2 "dtrain data imagefolder: option 'classes' is not read by this dataset (it is synth's)" -- \
+  "$DTRAIN" data imagefolder --root "$WORK/x" --out "$WORK/x/a.h5" --store jpeg --size 32 --classes 10
+expect_exit 2 "dtrain data fashion-mnist: option 'shape' is not read by this dataset (it is synth's)" -- \
+  "$DTRAIN" data fashion-mnist --out "$WORK/x" --shape 28x28x1
+expect_exit 2 "dtrain data synth: option 'src' is not read by this dataset (it is fashion-mnist's)" -- \
+  "$DTRAIN" data synth --out "$WORK/x/s.h5" --n 4 --src /tmp
 [ ! -e "$WORK/x" ] || fail "a refused conversion left $WORK/x"
 # A write that fails (a full disk: here a file-size limit below the training
 # split's 47 MB) leaves no file and none of the folders the call made.
