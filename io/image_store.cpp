@@ -172,7 +172,8 @@ void finish_file(const std::string& path) {
   H5Id f(id, H5Fclose);
   if (has_attribute(f.get(), kProgressAttr)) {
     const auto v = read_ints_attribute(f.get(), path, kProgressAttr);
-    DT_CHECK(v.size() == 4 && v[1] >= 1, path, ": attribute 'progress' is damaged");
+    if (v.size() != 4 || v[1] < 1)  // a file damaged outside dtrain: the user's to remove, not an internal error
+      DT_USAGE(path, ": attribute 'progress' is damaged (", v.size(), " values); remove the file and convert again");
     if (h5_link_exists(f.get(), "images")) {  // raw
       for (const char* name : {"images", "labels"}) {
         H5Id d(DT_H5(H5Dopen2(f.get(), name, H5P_DEFAULT)), H5Dclose);
@@ -419,8 +420,9 @@ int64_t ImageStoreWriter::commit() {
       read_rows(m.offsets.get(), H5T_NATIVE_UINT64, 0, n + 1, 1, offsets.data());
       read_rows(m.shapes.get(), H5T_NATIVE_INT32, 0, n, 3, shapes.data());
       read_rows(m.labels.get(), H5T_NATIVE_INT32, 0, n, 1, labels.data());
-      DT_CHECK(offsets[0] == 0 && int64_t(offsets[size_t(n)]) == total, m.partial, ": offsets do not match ",
-               m.jpeg_bytes.path());
+      if (offsets[0] != 0 || int64_t(offsets[size_t(n)]) != total)
+        DT_USAGE(m.partial, ": its offsets (", offsets[0], " … ", offsets[size_t(n)], ") do not match the ", total,
+                 " bytes of ", m.jpeg_bytes.path(), "; remove both and convert again");
       const hsize_t n1 = hsize_t(n);
       H5Id o = create_fixed(f, "offsets", H5T_STD_U64LE, {n1 + 1});
       H5Id s = create_fixed(f, "shapes", H5T_STD_I32LE, {n1, 3});

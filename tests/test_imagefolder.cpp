@@ -610,6 +610,24 @@ TEST_CASE("imagefolder: root entries that loop or lead back and empty classes an
              Catch::Contains("class name 'caf\\xe9' is not valid UTF-8"));
 }
 
+TEST_CASE("imagefolder: a stopped end whose F was damaged since is a usage error naming F", "[imagefolder]") {
+  // finish_file met a `progress` attribute of the wrong length with an internal
+  // check (a source location, exit 1); the file is the user's to remove.
+  TempDir tmp;
+  const std::string out = tmp.file("raw.h5");
+  auto o = options(out, io::StoreLayout::raw, 12);
+  io::convert_image_folder(o);
+  fs::rename(out + ".skipped.txt", out + ".skipped.txt.partial");
+  {
+    io::H5Id fapl = io::make_fapl_no_locking();
+    io::H5Id f(H5Fopen(out.c_str(), H5F_ACC_RDWR, fapl.get()), H5Fclose);
+    REQUIRE(f.valid());
+    io::write_ints_attribute(f.get(), "progress", {7});
+  }
+  CHECK_THAT(test::usage_error_message([&] { io::convert_image_folder(o); }),
+             Catch::Contains(out + ": attribute 'progress' is damaged (1 values); remove the file"));
+}
+
 TEST_CASE("imagefolder: a run stopped after F took its name is finished by the same command", "[imagefolder]") {
   TempDir tmp;
   for (auto store : {io::StoreLayout::raw, io::StoreLayout::jpeg}) {
