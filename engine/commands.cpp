@@ -45,7 +45,7 @@ std::string usage() {
          "  tune    choose minibatch and PS count: [mpirun -np R] dtrain tune --job J --nodes n --workers-per-node g\n"
          "  report  predicted vs measured: dtrain report --metrics run1.jsonl [...] [--profile tuned.ini.profile.json]\n"
          "  bench   benchmarks: mpirun -np N dtrain bench comm | dtrain bench io --data F | dtrain bench compute --model M\n"
-         "'dtrain <command> --help' lists a command's options.\n";
+         "'dtrain <command> --help' lists a command's options; 'dtrain --version' the commit and libraries.\n";
 }
 
 int cmd_train(const std::vector<std::string>& args) {

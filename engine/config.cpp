@@ -301,7 +301,8 @@ void validate(TrainConfig& c, const Options& o) {
   const bool allreduce = c.mode == comm::Mode::allreduce;
   need(allreduce ? c.ps == 0 : c.ps > 0, "ps",
        allreduce ? "must be 0 in allreduce mode (use --mode ps or hybrid)"
-                             : "must be > 0 in ps and hybrid modes");
+                             : "must be > 0 in ps and hybrid modes (the number of parameter-server ranks, the last "
+                               "of the job's ranks; e.g. --ps 1)");
   need(c.ranks_per_node >= 0, "ranks-per-node", "must be >= 0, got ", c.ranks_per_node);
   // At least 1024 (4 KiB): below it each transfer is all overhead, and with 1
   // a ps server drowned in one-element messages missed the heartbeats long

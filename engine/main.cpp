@@ -24,6 +24,7 @@
 #include "engine/placement.hpp"
 #include "engine/report.hpp"
 #include "engine/tune.hpp"
+#include "engine/version.hpp"
 
 namespace {
 
@@ -64,6 +65,11 @@ int run(const std::string& cmd, const std::vector<std::string>& args) {
   }
   if (cmd == "--help" || cmd == "-h" || cmd == "help") {
     std::fputs(usage().c_str(), stdout);
+    return dtrain::kExitOk;
+  }
+  if (cmd == "--version" || cmd == "version") {  // for bug reports and a run's provenance
+    if (!args.empty()) DT_USAGE("dtrain ", cmd, " takes nothing after it, got '", visible(args[0]), "'");
+    std::printf("dtrain, %s\n%s\n", dtrain::engine::build_commit(), dtrain::engine::build_facts());
     return dtrain::kExitOk;
   }
   DT_USAGE("unknown command '", visible(cmd), "'\n", usage());

@@ -132,6 +132,15 @@ help=$("$DTRAIN" train --help)
 grep -q -- "--lr arg (=0.01)" <<<"$help" || fail "lr default not shortest: $(grep -- --lr <<<"$help")"
 grep -q -- "--augment-flip arg (=false)" <<<"$help" || fail "boolean default not true/false: $(grep -- --augment-flip <<<"$help")"
 echo "ok: --help numbers and booleans"
+# --version names the commit the binary was built from (this tree's, when it is a git checkout) and its libraries.
+version=$("$DTRAIN" --version) || fail "dtrain --version failed"
+if git -C "$SRC" rev-parse --git-dir > /dev/null 2>&1; then
+  head=$(git -C "$SRC" rev-parse --short=12 HEAD)
+  grep -q "^dtrain, commit $head" <<<"$version" || fail "--version does not name HEAD $head: $version"
+fi
+grep -q "^oneDNN [0-9]" <<<"$version" || fail "--version does not name oneDNN: $version"
+expect_exit 2 "takes nothing after it" -- "$DTRAIN" --version extra
+echo "ok: --version"
 # dtrain data's help names where --src's default comes from, and shows this shell's value.
 help=$(DTRAIN_FASHION_DIR=/srv/fmnist "$DTRAIN" data --help)
 grep -q -- "--src arg (=/srv/fmnist)" <<<"$help" || fail "data --help: --src default not \$DTRAIN_FASHION_DIR's value: $(grep -- --src <<<"$help")"
