@@ -47,7 +47,9 @@ int64_t layout_hash(const layers::Net& net) {
 // and its requeue (another training file of the same size, other mean/std,
 // augmentation, clipping) resumed without a word (a break report,
 // 2026-12-05). A checkpoint written before them holds none: nothing compared.
-std::vector<std::pair<std::string, std::string>> input_settings(const TrainConfig& cfg) {
+// dropout: only for a model with dropout layers (any other ignores the key: a
+// changed --dropout was warned about on a ResNet's resume).
+std::vector<std::pair<std::string, std::string>> input_settings(const TrainConfig& cfg, const layers::Net& net) {
   auto list = [](const std::vector<float>& v) {
     std::string t;
     for (float x : v) {
@@ -66,9 +68,11 @@ std::vector<std::pair<std::string, std::string>> input_settings(const TrainConfi
       {"augment", io::crop_mode_name(cfg.augment)},
       {"augment-pad", std::to_string(cfg.augment_pad)},
       {"augment-flip", yes(cfg.augment_flip)},
-      {"dropout", format::shortest(cfg.dropout)},
       {"clip-grad-norm", format::shortest(cfg.clip_grad_norm)},
       {"decay-bias-bn", yes(cfg.decay_bias_bn)}};
+  const auto layers = net.summary();
+  if (std::any_of(layers.begin(), layers.end(), [](const layers::LayerSummary& l) { return l.kind == "dropout"; }))
+    v.emplace_back("dropout", format::shortest(cfg.dropout));
   if (cfg.augment == io::CropMode::rrc) {  // read only by rrc crops: compared only when both runs crop so
     v.emplace_back("rrc-scale", range_text(cfg.rrc_scale_min, cfg.rrc_scale_max));
     v.emplace_back("rrc-ratio", range_text(cfg.rrc_ratio_min, cfg.rrc_ratio_max));
@@ -326,8 +330,11 @@ bool Checkpointer::prepare() {
     if (s.reals.count("momentum")) note("momentum", format::shortest(static_cast<float>(real("momentum"))), format::shortest(cfg.momentum));
     if (s.reals.count("weight_decay"))
       note("weight-decay", format::shortest(static_cast<float>(real("weight_decay"))), format::shortest(cfg.weight_decay));
-    for (const auto& [k, v] : input_settings(cfg))
+    for (const auto& [k, v] : input_settings(cfg, *job_.net))
       if (auto it = s.strings.find(kInputPrefix + k); it != s.strings.end()) note(k, it->second, v);
+    if (std::none_of(s.strings.begin(), s.strings.end(), [](const auto& e) { return e.first.starts_with(kInputPrefix); }))
+      log::warn("checkpoint ", path, " records none of the job's inputs (written by a dtrain before 2026-12-05): its "
+                "training file, mean/std, augmentation, dropout and clipping are not compared with this job's");
     if (!changes.empty())
       log::warn("checkpoint ", path, " was taken with another optimisation (", changes,
                 "): from step ", st, " on, this job's applies");
@@ -529,7 +536,7 @@ void Checkpointer::take(const LoopState& st, comm::Exchange* ex, bool final) {
                {"lr_schedule", lr_schedule_name(cfg.lr_schedule)},
                {"precision", layers::precision_name(cfg.precision)},
                {"rng", "counter-based: every stream is a function of (seed, epoch, sample) or (seed, step, worker)"}};
-  for (auto& [k, v] : input_settings(cfg)) s.strings[kInputPrefix + k] = std::move(v);
+  for (auto& [k, v] : input_settings(cfg, *job_.net)) s.strings[kInputPrefix + k] = std::move(v);
   writer_->submit(st.step, std::move(s), now_s() - t0);
   if (final) writer_->wait_idle();
   last_time_ = now_s();

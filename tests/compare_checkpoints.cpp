@@ -6,16 +6,33 @@
 // Prints one line per array; exits 0 when all are equal, 1 when one differs,
 // 2 when a file does not read. Also prints each file's step, and for an array
 // that differs the L2 norm of the difference (the clipping test reads it).
+// usage: dtrain_compare_checkpoints --without-inputs IN.h5 DIR
+// writes IN's checkpoint into the folder DIR without its "input:KEY" strings
+// (what a dtrain before 2026-12-05 wrote), for the resume tests; prints its path.
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "io/checkpoint.hpp"
 
 int main(int argc, char** argv) {
+  if (argc == 4 && std::strcmp(argv[1], "--without-inputs") == 0) {
+    try {
+      dtrain::io::CheckpointState s = dtrain::io::read_checkpoint(argv[2]);
+      std::erase_if(s.strings, [](const auto& e) { return e.first.starts_with("input:"); });
+      const dtrain::io::CheckpointStore store(argv[3], 1);
+      store.check_writable(0);
+      std::printf("%s\n", store.write(s.ints.at("step"), s).c_str());
+      return 0;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "%s\n", e.what());
+      return 2;
+    }
+  }
   if (argc < 3) {
     std::fprintf(stderr, "usage: %s A.h5 B.h5 [ARRAY ...]\n", argv[0]);
     return 2;

@@ -109,6 +109,18 @@ out=$("$DTRAIN" train "${lenet[@]}" --max-steps 20 --resume old/ckpt-0000000020.
   || fail "resume with the same inputs failed: $out"
 if grep -q "another optimisation" <<<"$out"; then fail "an unchanged job was said to differ: $out"; fi
 rm -f other-train.h5
+# --dropout is read by AlexNet's dropout layers only: a changed value on LeNet-5's resume is no change.
+out=$("$DTRAIN" train "${lenet[@]}" --max-steps 20 --dropout 0.3 --resume old/ckpt-0000000020.h5 --save-params "" 2>&1) \
+  || fail "resume with --dropout 0.3 failed: $out"
+if grep -q "another optimisation" <<<"$out"; then fail "a dropout change was logged for a model without dropout: $out"; fi
+# A checkpoint of a dtrain that recorded no inputs: resumed, and said that nothing was compared.
+rm -rf noinputs
+"$COMPARE_CKPT" --without-inputs old/ckpt-0000000020.h5 noinputs > /dev/null || fail "could not write a checkpoint without inputs"
+out=$("$DTRAIN" train "${lenet[@]}" --max-steps 20 --resume noinputs/ckpt-0000000020.h5 --save-params "" 2>&1) \
+  || fail "resume from a checkpoint without inputs failed: $out"
+grep -q "records none of the job's inputs" <<<"$out" || fail "a checkpoint without inputs was not said to be: $out"
+out=$("$DTRAIN" train "${lenet[@]}" --max-steps 20 --resume old/ckpt-0000000020.h5 --save-params "" 2>&1) || fail "$out"
+if grep -q "records none of the job's inputs" <<<"$out"; then fail "a checkpoint with inputs was said to have none: $out"; fi
 echo "ok: changed data, normalisation, augmentation and clipping on resume are logged; an unchanged job says nothing"
 # A resumed run logs on the uninterrupted run's steps (every log-interval steps of
 # the epoch), not every log-interval steps from its start (14, 18 from step 10).
