@@ -241,6 +241,12 @@ int cmd_bench_comm(const std::vector<std::string>& args) {
   if ((links || algorithms) && wait_check)
     DT_USAGE("dtrain bench comm: option 'wait-for-check' applies to the exchange table, not to --",
              links ? "links" : "algorithms");
+  if (links)
+    refuse_unread_options(vm, {"ps", "min-kb", "iters"}, "dtrain bench comm: ",
+                          "with --links (a ping-pong of --max-mb between ranks, on nodes of --ranks-per-node)");
+  if (algorithms)
+    refuse_unread_options(vm, {"ps", "ranks-per-node"}, "dtrain bench comm: ",
+                          "with --algorithms (allreduce over all ranks: --min-kb, --max-mb, --iters)");
   comm::check_launcher(size);
   const bool speculate = !wait_check;
   if (links) return bench_links(rpn, static_cast<size_t>(max_mb * 1048576.0), rank);

@@ -90,6 +90,15 @@ int cmd_bench_compute(const std::vector<std::string>& args) {
   for (auto [name, value, most] : {std::tuple{"minibatch", minibatch, kMaxMinibatch}, std::tuple{"threads", threads, kMaxThreads}})
     if (value > most) DT_USAGE("dtrain bench compute: option '", name, "' = ", value, ": must be <= ", most, " (as in dtrain train)");
   if (peak_only && no_peak) DT_USAGE("dtrain bench compute: options 'peak-only' and 'no-peak' exclude each other");
+  if (vm.count("json") && json.empty())
+    DT_USAGE("dtrain bench compute: option 'json' is empty (leave it out for no JSON file)");
+  if (no_mirror && precision != "bf16")
+    DT_USAGE("dtrain bench compute: option 'no-weight-mirror' is read with --precision bf16 only (the bf16 weight "
+             "copy), got --precision ", precision);
+  if (peak_only)
+    refuse_unread_options(vm, {"model", "minibatch", "backend", "steps", "warmup", "profile", "plan", "no-fuse",
+                               "plain", "channels-last", "no-weight-mirror"},
+                          "dtrain bench compute: ", "with --peak-only (it times one oneDNN matmul)");
   if (plain && channels_last) DT_USAGE("dtrain bench compute: options 'plain' and 'channels-last' exclude each other");
   if (channels_last && backend_name != "cpu")
     DT_USAGE("dtrain bench compute: option 'channels-last' needs --backend cpu (", backend_name, " keeps plain NCHW)");

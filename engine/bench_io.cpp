@@ -296,7 +296,18 @@ int cmd_bench_io(const std::vector<std::string>& args) {
     DT_USAGE("dtrain bench io: option 'compute-ms' must be a number of ms in [0, 3.6e6], got ", a.compute_ms);
   if (a.eval_resize < 0) DT_USAGE("dtrain bench io: option 'eval-resize' must be >= 0 (0: input·256/224), got ", a.eval_resize);
   if (a.pad < 0) DT_USAGE("dtrain bench io: option 'pad' must be >= 0, got ", a.pad);
-  if (vm.count("chunking")) return bench_chunking(n, shape, a.minibatch, dir);
+  static const std::vector<std::string> loader_options = {"data",  "threads", "depth", "compute-ms", "spin",
+                                                          "steps", "pad",     "flip",  "augment",    "input",
+                                                          "eval-resize", "dct-scaling"};
+  if (vm.count("chunking")) {
+    refuse_unread_options(vm, loader_options, "dtrain bench io: ",
+                          "with --chunking (it writes and reads two files of its own: --n, --shape, --minibatch, --dir)");
+    std::error_code ec;
+    if (!std::filesystem::is_directory(dir, ec))
+      DT_USAGE("dtrain bench io: option 'dir': '", visible(dir), "' is not a folder (the two temporary files go there)");
+    return bench_chunking(n, shape, a.minibatch, dir);
+  }
+  refuse_unread_options(vm, {"n", "shape", "dir"}, "dtrain bench io: ", "without --chunking (the loader reads --data)");
   if (a.data.empty()) DT_USAGE("dtrain bench io: option 'data' (the HDF5 file) is required");
   return bench_loader(a);
 }

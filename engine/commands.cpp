@@ -186,8 +186,15 @@ int cmd_data(const std::vector<std::string>& args) {
     long long h = 0, w = 0, c = 0;
     char x1 = 0, x2 = 0;
     std::istringstream is(shape);
-    if (!(is >> h >> x1 >> w >> x2 >> c) || x1 != 'x' || x2 != 'x' || !is.eof())
-      DT_USAGE("dtrain data synth: option 'shape': '", shape, "' is not HxWxC (e.g. 224x224x3)");
+    // Digits and two 'x' only (the stream took " 8x8x1", "8 x8x1" and "+8x8x1").
+    const bool plain = !shape.empty() && std::all_of(shape.begin(), shape.end(), [](char ch) {
+      return (ch >= '0' && ch <= '9') || ch == 'x';
+    });
+    if (!plain || !(is >> h >> x1 >> w >> x2 >> c) || x1 != 'x' || x2 != 'x' || !is.eof())
+      DT_USAGE("dtrain data synth: option 'shape': '", visible(shape), "' is not HxWxC (e.g. 224x224x3)");
+    if (classes < 1 || classes > kMaxClasses)
+      DT_USAGE("dtrain data synth: option 'classes' must be in [1, ", kMaxClasses, "] (what dtrain train takes), got ",
+               classes);
     if (out.empty()) DT_USAGE("dtrain data synth: option 'out' (the HDF5 file) is required");
     if (n <= 0) DT_USAGE("dtrain data synth: option 'n' must be > 0");
     if (h <= 0 || w <= 0 || c <= 0 || h > 65536 || w > 65536 || c > 4096 || h * w * c > (1LL << 30))
@@ -230,7 +237,8 @@ int cmd_model(const std::vector<std::string>& args) {
     return kExitOk;
   }
   if (name.empty()) DT_USAGE("dtrain model: which model? (--name ", models, ")");
-  if (minibatch < 1) DT_USAGE("dtrain model: option 'minibatch' must be >= 1");
+  if (minibatch < 1 || minibatch > kMaxMinibatch)
+    DT_USAGE("dtrain model: option 'minibatch' must be in [1, ", kMaxMinibatch, "] (as in dtrain train), got ", minibatch);
   layers::ModelOptions mo;
   mo.minibatch = minibatch;
   layers::Net net = layers::make_model(name, mo);

@@ -27,6 +27,7 @@ inline constexpr int kMaxThreads = 1024;         // compute threads per rank
 inline constexpr int kMaxLoaderThreads = 256;    // prefetch threads per rank
 inline constexpr int kMaxLoaderDepth = 64;       // minibatches prefetched ahead
 inline constexpr int kMaxMinibatch = 1 << 16;    // images per worker and step
+inline constexpr int kMaxClasses = 100000;       // a model's outputs (the classes of its training file)
 
 // Where a worker computes: cpu (oneDNN/BLAS), cuda (cuDNN/cuBLAS on a GPU),
 // cpu_staged (the CPU kernels behind the cuda path's device memory model:

@@ -72,7 +72,9 @@ int run(const std::string& cmd, const std::vector<std::string>& args) {
     std::printf("dtrain, %s\n%s\n", dtrain::engine::build_commit(), dtrain::engine::build_facts());
     return dtrain::kExitOk;
   }
-  DT_USAGE("unknown command '", visible(cmd), "'\n", usage());
+  const std::string near = dtrain::engine::nearest_word(cmd, {"train", "data", "model", "tune", "report", "bench"});
+  DT_USAGE("unknown command '", visible(cmd), "'", near.empty() ? std::string() : " (did you mean " + near + "?)", "\n",
+           usage());
 }
 
 // Every rank of one launch must run the same subcommand ("train", "bench

@@ -78,6 +78,12 @@ void MetricsWriter::cut_partial_last_line() {
   // Its first 200 bytes, for the warning.
   const ssize_t shown = ::pread(fd_, buf, static_cast<size_t>(std::min<off_t>(200, size - start)), start);
   const std::string fragment(buf, static_cast<size_t>(std::max<ssize_t>(0, shown)));
+  // Only the start of a record is ours to cut (check_outputs refused a file
+  // that is not a metrics file; this one was changed since, or its last line
+  // is someone else's).
+  if (!fragment.starts_with('{'))
+    DT_USAGE("option 'metrics': '", path_, "' ends in a line without a newline that is not the start of a record ('",
+             fragment.substr(0, 60), "'): not cut; --metrics-append continues a metrics file only");
   if (::ftruncate(fd_, start) != 0)
     DT_USAGE("option 'metrics': '", path_, "' ends in a cut line, which cannot be removed: ", std::strerror(errno));
   std::fprintf(stderr, "dtrain: warning: metrics file '%s' ended in a cut line (no newline), removed before appending: %s%s\n",

@@ -42,6 +42,17 @@ std::string strip_dashes(std::string s) {
 
 }  // namespace
 
+std::string nearest_word(const std::string& word, const std::vector<std::string>& words) {
+  std::string best;
+  size_t best_d = static_cast<size_t>(-1);
+  for (const std::string& w : words)
+    if (const size_t d = edit_distance(word, w); d < best_d) {
+      best_d = d;
+      best = w;
+    }
+  return best_d <= std::max<size_t>(1, (word.size() + 1) / 4) ? best : std::string();
+}
+
 int option_style() {
   return po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
 }
@@ -224,6 +235,12 @@ void refuse_bad_numbers(const po::parsed_options& parsed, const po::options_desc
       if (!why.empty()) DT_USAGE(where, "option '", opt.string_key, "' got '", visible(v), "', ", why);
     }
   }
+}
+
+void refuse_unread_options(const po::variables_map& vm, const std::vector<std::string>& unread,
+                           const std::string& where, const std::string& why) {
+  for (const std::string& key : unread)
+    if (vm.count(key) && !vm[key].defaulted()) DT_USAGE(where, "option '", key, "' is not read ", why);
 }
 
 po::variables_map parse_command_line(const std::vector<std::string>& args, const po::options_description& desc,

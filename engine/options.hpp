@@ -27,6 +27,9 @@ int option_style();
 // The nearest long option name of `desc` to `name` (leading dashes ignored), or
 // "" when none is close enough.
 std::string nearest_option(const std::string& name, const po::options_description& desc);
+// The one of `words` nearest to `word` (edit distance with transpositions, at
+// most 1 up to 6 letters, 2 up to 10, …), or "" (an unknown command's "did you mean").
+std::string nearest_word(const std::string& word, const std::vector<std::string>& words);
 
 // Throws UsageError("<where><boost's message>[ (did you mean --x?)]"). With
 // job_file, the suggestion is spelled as a key ("did you mean key 'x'?").
@@ -83,5 +86,12 @@ using format::visible;
 po::variables_map parse_command_line(const std::vector<std::string>& args, const po::options_description& desc,
                                      const std::string& where,
                                      const po::positional_options_description* pos = nullptr);
+
+// Options given on the command line (not defaulted) that the chosen variant
+// of a command does not read are refused, not ignored: each of `unread` that
+// `vm` holds as given throws UsageError "<where>option 'K' is not read <why>".
+// (dtrain data: --classes with imagefolder; bench io: --n without --chunking.)
+void refuse_unread_options(const po::variables_map& vm, const std::vector<std::string>& unread,
+                           const std::string& where, const std::string& why);
 
 }  // namespace dtrain::engine

@@ -121,8 +121,9 @@ std::optional<int> parse_report_options(const std::vector<std::string>& args, Re
     o.bg = ReportOptions::Background::given;
     const char* end = o.background.data() + o.background.size();
     auto [ptr, ec] = std::from_chars(o.background.data(), end, o.bg_given);
-    if (ec != std::errc() || ptr != end || !(o.bg_given >= 0) || !std::isfinite(o.bg_given))
-      DT_USAGE("dtrain report: option 'background': '", o.background, "' is not run, profile or a number ≥ 0 (cores)");
+    if (ec != std::errc() || ptr != end || !(o.bg_given >= 0) || !(o.bg_given <= 1e6))
+      DT_USAGE("dtrain report: option 'background': '", o.background,
+               "' is not run, profile or a number of cores in [0, 1000000]");
   }
   if (o.bg == ReportOptions::Background::profile && !o.have_profile())
     DT_USAGE("dtrain report: option 'background': 'profile' needs option 'profile'");

@@ -9,7 +9,10 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <sys/stat.h>
+
+#include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
 #include "core/format.hpp"
@@ -76,6 +79,15 @@ void check_explicit(const TrainConfig& cfg, const char* key, const std::string& 
 void check_new_output(const std::string& where, const char* key, const std::string& out, bool overwrite,
                       const std::string& alternative) {
   std::error_code ec;
+  // A name that fits alone, but not with the suffix of the temporary written
+  // beside it, failed after all the work ("File name too long" once a whole
+  // training had run): refused first.
+  const std::string name = fs::path(out).filename().string();
+  if (name.size() + kTemporarySuffixBytes > NAME_MAX)
+    DT_USAGE(where, "option '", key, "': the file name '", visible(name.substr(0, 40)), "…' is ", name.size(),
+             " bytes long; dtrain writes temporaries beside an output with up to ", kTemporarySuffixBytes,
+             " bytes more (F.tmp.<pid>, F.skipped.txt.partial, F.profile.json.tmp.<pid>) and a name may have ",
+             NAME_MAX, ": choose a name of at most ", NAME_MAX - kTemporarySuffixBytes, " bytes");
   auto st = fs::symlink_status(out, ec);
   if (fs::exists(st)) {
     if (!fs::is_regular_file(st))
@@ -105,6 +117,29 @@ namespace {
 
 fs::path run_parent(const TrainConfig& cfg) { return fs::path(cfg.runs_dir) / run_name(cfg); }
 
+// --metrics-append: a file that exists must be a metrics file — its first
+// line a {"kind": …} record (or, all it holds, the start of one cut by a
+// killed writer). Any other file had its last line cut and records appended
+// (a README, a notes file: a helper's finding).
+void check_metrics_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return;  // absent: created; unreadable: the writer names the error
+  std::string first;
+  const bool whole = static_cast<bool>(std::getline(f, first)) && !f.eof();
+  if (first.empty() && !whole) return;  // empty
+  bool record = false;
+  if (whole) {
+    const nlohmann::json j = nlohmann::json::parse(first, nullptr, /*allow_exceptions=*/false);
+    record = j.is_object() && j.contains("kind") && j["kind"].is_string();
+  } else {
+    record = first.starts_with('{');  // one record, cut (MetricsWriter removes it)
+  }
+  if (!record)
+    DT_USAGE("option 'metrics': '", visible(path), "' exists and is not a metrics file (its first line, '",
+             visible(first.substr(0, 60)), first.size() > 60 ? "…" : "",
+             "', is not a {\"kind\": …} record): --metrics-append continues a metrics file only; give another file");
+}
+
 }  // namespace
 
 std::string run_name(const TrainConfig& cfg) {
@@ -120,6 +155,7 @@ void check_outputs(const TrainConfig& cfg) {
       TrainConfig appending = cfg;
       appending.overwrite = true;
       check_explicit(appending, "metrics", cfg.metrics);
+      check_metrics_file(cfg.metrics);
     } else {
       check_explicit(cfg, "metrics", cfg.metrics);
     }
@@ -144,6 +180,15 @@ void check_outputs(const TrainConfig& cfg) {
                "or set the outputs explicitly (--metrics F / --save-params F, \"\" for none)");
     const std::string shown = run_parent(cfg).string();
     probe_writable(nearest_existing_folder(run_parent(cfg), "runs-dir", shown), "runs-dir", shown);
+    // The run folders' parent holds a `latest` link to the newest run folder,
+    // a checkpoint folder a `latest` file naming its newest checkpoint: one
+    // folder for both had each replace the other's (a helper's finding:
+    // --resume auto then skipped `latest` and the lock file was lost).
+    if (!cfg.checkpoint_dir.empty() && same_file(cfg.checkpoint_dir, shown))
+      DT_USAGE("option 'checkpoint-dir': '", visible(cfg.checkpoint_dir), "' is the folder of this job's run folders (",
+               "runs-dir/run-name = ", visible(shown), "), where the runs' 'latest' link and the checkpoints' 'latest' "
+               "file would replace each other: give the checkpoints a folder of their own (e.g. ",
+               visible((run_parent(cfg) / "checkpoints").string()), ")");
   }
 }
 

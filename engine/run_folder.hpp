@@ -23,6 +23,7 @@
 // validation — creates the folders.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 #include "engine/config.hpp"
@@ -48,7 +49,10 @@ void check_outputs(const TrainConfig& cfg);
 // exist unless `overwrite` (then it must be a regular file), and the nearest
 // existing folder above it must be a folder that takes a new file. Throws
 // UsageError "<where>option '<key>': …". Writes nothing (a probe file is made
-// and removed).
+// and removed). Its file name must leave kTemporarySuffixBytes to NAME_MAX
+// (255): the temporaries written beside it are longer (the longest, tune's
+// OUT.profile.json.tmp.<pid>, adds 25 bytes).
+inline constexpr size_t kTemporarySuffixBytes = 32;
 void check_new_output(const std::string& where, const char* key, const std::string& path, bool overwrite,
                       const std::string& alternative = "choose another file");
 

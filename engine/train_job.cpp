@@ -112,8 +112,9 @@ layers::Net make_job_net(const TrainConfig& cfg, int minibatch, int classes) {
   mo.minibatch = minibatch;
   mo.classes = classes;
   mo.dropout = cfg.dropout;
-  if (mo.classes > 100000)
-    DT_USAGE("option 'train-data': ", cfg.train_data, ": ", mo.classes, " classes is more than this engine supports (100000)");
+  if (mo.classes > kMaxClasses)
+    DT_USAGE("option 'train-data': ", cfg.train_data, ": ", mo.classes, " classes is more than this engine supports (",
+             kMaxClasses, ")");
   try {
     return layers::make_model(cfg.model, mo);
   } catch (const UsageError& e) {

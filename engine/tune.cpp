@@ -135,7 +135,7 @@ std::string job_file_text(const TrainConfig& c) {
 
 int cmd_tune(const std::vector<std::string>& args) {
   TuneOptions t;
-  std::string candidates = "16,32,64,128,256";
+  std::string candidates = "16,32,64,128,256", modes = "ps,hybrid,allreduce";
   po::options_description desc(
       "dtrain tune --job J --nodes n --workers-per-node g [--link-gbps B] [--device-memory-gb M]\n"
       "            [--target-efficiency a] [--out tuned.ini] [--key value ...]  (other keys: job options)");
@@ -154,6 +154,9 @@ int cmd_tune(const std::vector<std::string>& args) {
       "candidates", po::value(&candidates)->default_value(candidates),
       "minibatch sizes to profile (comma-separated, each once, at most 65536, a global batch the training set fills)")(
       "profile-steps", dflt(t.profile_steps, 5), "measured steps per candidate (after one warm-up)")(
+      "modes", po::value(&modes)->default_value(modes),
+      "exchange modes the tuned job may take (comma-separated): the one with the best predicted speedup on the "
+      "cluster; hybrid only with nodes and workers-per-node > 1")(
       "t-c-ms", dflt(t.t_c_ms, 0.0), "what-if: T_C per step (ms) at the job's minibatch, e.g. a GPU's; 0: measure")(
       "t-u-ms", dflt(t.t_u_ms, 0.0), "with --t-c-ms: a worker's local update per step (ms), added to T_C in allreduce mode; "
                                      "−1: measure the SGD update here, on every tune rank at once (for compute stand-in "
@@ -181,6 +184,18 @@ int cmd_tune(const std::vector<std::string>& args) {
     return kExitOk;
   }
   t.candidates = parse_ints("candidates", candidates, kMaxMinibatch);
+  t.modes.clear();
+  for (const std::string& m : list_items(modes)) {
+    comm::Mode mode;
+    if (m == "ps") mode = comm::Mode::ps;
+    else if (m == "hybrid") mode = comm::Mode::hybrid;
+    else if (m == "allreduce") mode = comm::Mode::allreduce;
+    else DT_USAGE("dtrain tune: option 'modes': '", visible(m), "' in '", visible(modes), "' is not ps, hybrid or allreduce");
+    if (std::find(t.modes.begin(), t.modes.end(), mode) != t.modes.end())
+      DT_USAGE("dtrain tune: option 'modes': '", m, "' is named twice in '", visible(modes), "'");
+    t.modes.push_back(mode);
+  }
+  if (t.modes.empty()) DT_USAGE("dtrain tune: option 'modes' is empty (ps, hybrid, allreduce: one or more)");
   if (t.out.empty()) DT_USAGE("dtrain tune: option 'out' is empty (the tuned job file)");  // it failed after profiling
   if (t.out.starts_with("--"))
     DT_USAGE("dtrain tune: option 'out' got the value '", visible(t.out),
@@ -192,6 +207,10 @@ int cmd_tune(const std::vector<std::string>& args) {
     t.workers_per_node = gpus_alias;
   }
   if (t.nodes < 1 || t.workers_per_node < 1) DT_USAGE("dtrain tune: options 'nodes' and 'workers-per-node' must be ≥ 1");
+  if (t.modes == std::vector<comm::Mode>{comm::Mode::hybrid} && t.nodes * int64_t{t.workers_per_node} > 1 &&
+      (t.nodes < 2 || t.workers_per_node < 2))
+    DT_USAGE("dtrain tune: option 'modes' = hybrid needs nodes and workers-per-node both > 1 (got ", t.nodes, " × ",
+             t.workers_per_node, "); add ps or allreduce");
   if (!(t.target_efficiency > 0 && t.target_efficiency <= 1)) DT_USAGE("dtrain tune: option 'target-efficiency' must be in (0, 1]");
   if (t.profile_steps < 1) DT_USAGE("dtrain tune: option 'profile-steps' must be ≥ 1");
   if (static_cast<long long>(t.nodes) * t.workers_per_node > (1 << 20))
@@ -201,15 +220,16 @@ int cmd_tune(const std::vector<std::string>& args) {
   if (!(t.max_lr_scale >= 1)) DT_USAGE("dtrain tune: option 'max-lr-scale' must be ≥ 1");
   if (!(t.memory_gb >= 0)) DT_USAGE("dtrain tune: option 'device-memory-gb' must be ≥ 0");
   if (t.base_batch < 0) DT_USAGE("dtrain tune: option 'base-batch' must be ≥ 0");
-  if (!std::isfinite(t.t_c_ms) || t.t_c_ms < 0)
-    DT_USAGE("dtrain tune: option 't-c-ms' must be a finite number ≥ 0 (0: measure), got ", t.t_c_ms);
+  if (!std::isfinite(t.t_c_ms) || t.t_c_ms < 0 || t.t_c_ms > 3.6e6)  // 1e300 printed a 300-digit step
+    DT_USAGE("dtrain tune: option 't-c-ms' must be a finite number of ms in [0, 3600000] (0: measure), got ", t.t_c_ms);
   if (!std::isfinite(t.link_gbps) || t.link_gbps < 0)
     DT_USAGE("dtrain tune: option 'link-gbps' must be > 0 (Gb/s), or 0 (measure), got ", t.link_gbps);
   if (!std::isfinite(t.intra_gbps) || t.intra_gbps < 0)  // -5 and nan were read as 0, "measure"
     DT_USAGE("dtrain tune: option 'intra-gbps' must be > 0 (Gb/s), or 0 (measure, else = link), got ", t.intra_gbps);
   if (!std::isfinite(t.latency_us) || !(t.latency_us >= 0 || t.latency_us == -1))
     DT_USAGE("dtrain tune: option 'latency-us' must be ≥ 0 (µs), or −1 (measure), got ", t.latency_us);
-  if (!std::isfinite(t.t_u_ms)) DT_USAGE("dtrain tune: option 't-u-ms' must be finite, got ", t.t_u_ms);
+  if (!std::isfinite(t.t_u_ms) || t.t_u_ms > 3.6e6)
+    DT_USAGE("dtrain tune: option 't-u-ms' must be a finite number of ms, at most 3600000, got ", t.t_u_ms);
   if (t.t_u_ms != 0 && !(t.t_c_ms > 0))
     DT_USAGE("dtrain tune: option 't-u-ms' needs 't-c-ms' (a measured T_C already includes the update)");
   if (!(t.t_u_ms >= 0 || t.t_u_ms == -1)) DT_USAGE("dtrain tune: option 't-u-ms' must be ≥ 0, or −1 (measure)");

@@ -23,6 +23,11 @@ struct TuneOptions {
   double t_u_ms = 0;  // with t_c_ms: a worker's local update T_U (ms); < 0: measured here (Profile::update_s)
   int base_batch = 0;
   double max_lr_scale = 4;  // the linear rule's factor is capped here (large-batch divergence)
+  // The modes the tuned job may take (--modes): the one of them with the best
+  // predicted speedup on the cluster at G = nodes × workers-per-node (ties:
+  // hybrid, then ps, then allreduce); hybrid only with nodes and workers per
+  // node both > 1; G = 1 is always allreduce.
+  std::vector<comm::Mode> modes = {comm::Mode::ps, comm::Mode::hybrid, comm::Mode::allreduce};
   std::string out = "tuned.ini";
   bool overwrite = false;  // replace an existing OUT and OUT.profile.json
 };

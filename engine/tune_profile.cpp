@@ -123,13 +123,15 @@ Profile Profile::from_json(const nlohmann::json& j) {
   const double zero = 0, one = 1;
   Profile p;
   try {
+    if (j.contains("kind") && j["kind"] != "profile")  // written by tune as "profile"; absent in older ones
+      DT_USAGE("profile: kind is ", j["kind"].dump(), ", not \"profile\" (not a file dtrain tune wrote)");
     const nlohmann::json& model = get(j, "", "model");
     if (!model.is_string() || model.get<std::string>().empty())
       DT_USAGE("profile: model is not a model name (", model.dump(), ")");
     p.model = model.get<std::string>();
     p.threads = integer(j, "", "threads", 1);
     p.cores = number(j, "", "cores", 0, true, "> 0");
-    p.param_bytes = number(j, "", "param_bytes", 0, false, "≥ 0");
+    p.param_bytes = number(j, "", "param_bytes", 0, true, "> 0");  // every model has parameters
     p.fixed_bytes = number(j, "", "fixed_bytes", 0, false, "≥ 0");
     p.per_sample_bytes = number(j, "", "per_sample_bytes", 0, false, "≥ 0");
     p.load_before = number(j, "", "load_before", 0, false, "≥ 0", &zero);

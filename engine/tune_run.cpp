@@ -9,6 +9,7 @@
 #include <cctype>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <sstream>
 #include <thread>
 #include <tuple>
@@ -276,6 +277,19 @@ TuneTables print_tables(const TuneOptions& t, const TrainConfig& cfg, const Prof
 // The tuned job: the mode with the best predicted speedup on the cluster at
 // G = n·g, the chosen minibatch, the scaled learning rate (`capped` when the
 // linear rule's factor hit --max-lr-scale).
+// The mode of TuneOptions::modes with the best predicted speedup at the
+// cluster's G (ties: hybrid, ps, allreduce: the earlier keeps it).
+comm::Mode chosen_mode(const TuneOptions& t, const TableRow& last) {
+  auto allowed = [&](comm::Mode m) { return std::find(t.modes.begin(), t.modes.end(), m) != t.modes.end(); };
+  std::optional<comm::Mode> best;
+  for (comm::Mode m : {comm::Mode::hybrid, comm::Mode::ps, comm::Mode::allreduce}) {
+    if (!allowed(m) || (m == comm::Mode::hybrid && (t.nodes < 2 || t.workers_per_node < 2))) continue;
+    if (!best || last.speedup(m) > last.speedup(*best)) best = m;
+  }
+  DT_CHECK(best.has_value(), "chosen_mode: no mode allowed (cmd_tune checks --modes)");
+  return *best;
+}
+
 TrainConfig tuned_job(const TuneOptions& t, const TrainConfig& cfg, const TableRow& last, int minibatch,
                       bool* capped) {
   const int g = last.g;
@@ -285,19 +299,10 @@ TrainConfig tuned_job(const TuneOptions& t, const TrainConfig& cfg, const TableR
   // No output paths: each run of the tuned job gets the trainer's own run folder.
   tuned.metrics.clear();
   tuned.save_params.clear();
-  if (g == 1) {
-    tuned.mode = comm::Mode::allreduce;
-    tuned.ps = 0;
-    tuned.ranks_per_node = 0;
-  } else if (t.nodes > 1 && t.workers_per_node > 1 && last.hybrid_speedup >= last.ps_speedup) {
-    tuned.mode = comm::Mode::hybrid;
-    tuned.ps = last.hybrid_servers;
-    tuned.ranks_per_node = t.workers_per_node;
-  } else {
-    tuned.mode = comm::Mode::ps;
-    tuned.ps = last.ps_servers;
-    tuned.ranks_per_node = t.nodes > 1 ? t.workers_per_node : 0;
-  }
+  const comm::Mode mode = g == 1 ? comm::Mode::allreduce : chosen_mode(t, last);
+  tuned.mode = mode;
+  tuned.ps = mode == comm::Mode::hybrid ? last.hybrid_servers : mode == comm::Mode::ps ? last.ps_servers : 0;
+  tuned.ranks_per_node = g > 1 && t.nodes > 1 ? t.workers_per_node : 0;  // hybrid's nodes; the others record it
   const int base = t.base_batch > 0 ? t.base_batch : cfg.minibatch;
   perf::ScaledLr lr = perf::scale_lr(cfg.lr, base, minibatch * g, std::min(5.0, 0.1 * cfg.epochs));
   // The linear rule holds up to a point (Goyal et al.: ResNet-50 to 8k); past it
@@ -327,7 +332,7 @@ TrainConfig tuned_job(const TuneOptions& t, const TrainConfig& cfg, const TableR
 std::string stated_prediction(const TuneTables& tables, comm::Mode mode) {
   auto stated = [&](const TableRow& r) {
     const perf::StepPrediction& p = r.prediction(mode);
-    char b[128];
+    char b[256];
     std::snprintf(b, sizeof b, "step %.2f ms (T_O %.2f ms), S = %.2f", 1e3 * p.t_step, 1e3 * p.t_o, r.speedup(mode));
     return std::string(b);
   };
@@ -512,7 +517,23 @@ int run_tune(const TuneOptions& t, TrainConfig cfg, MPI_Comm world) {
   const ComputePoint& best = print_candidates(t, cfg, budget, fits, measured, prof);
   const TuneTables tables = print_tables(t, cfg, prof, best);
   bool capped = false;
-  const TrainConfig tuned = tuned_job(t, cfg, tables.cluster.rows.back(), best.minibatch, &capped);
+  const TableRow& last = tables.cluster.rows.back();
+  const TrainConfig tuned = tuned_job(t, cfg, last, best.minibatch, &capped);
+  if (last.g > 1) {
+    auto two = [](double v) {
+      char b[32];
+      std::snprintf(b, sizeof b, "%.2f", v);
+      return std::string(b);
+    };
+    std::string others;
+    for (comm::Mode m : {comm::Mode::ps, comm::Mode::hybrid, comm::Mode::allreduce})
+      if (m != tuned.mode && (m != comm::Mode::hybrid || (t.nodes > 1 && t.workers_per_node > 1)))
+        others += std::string(others.empty() ? "" : ", ") + comm::mode_name(m) + " " +
+                  two(last.speedup(m)) +
+                  (std::find(t.modes.begin(), t.modes.end(), m) == t.modes.end() ? " (not in --modes)" : "");
+    std::printf("\nmode %s: predicted S = %.2f at G = %d on the cluster (%s)\n", comm::mode_name(tuned.mode),
+                last.speedup(tuned.mode), last.g, others.c_str());
+  }
   const std::string prediction = stated_prediction(tables, tuned.mode);
   write_tuned(t, cfg, tuned, prof, tables, prediction, capped);
   std::printf("\nwrote %s (mode %s, ps %d, minibatch %d, lr %s, warm-up %s epochs) and %s.profile.json\n%s\n",

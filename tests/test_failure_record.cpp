@@ -6,6 +6,7 @@
 // tests/integration/bad_input.sh and rank_failures.sh.
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
@@ -15,6 +16,7 @@
 #include "core/error.hpp"
 #include "engine/metrics.hpp"
 #include "engine/report.hpp"
+#include "engine/run_folder.hpp"
 #include "tests/test_io_util.hpp"
 
 using dtrain::engine::MeasuredRun;
@@ -90,6 +92,59 @@ TEST_CASE("appending to a metrics file cuts off a last line without a newline", 
   { std::ofstream(whole) << "{\"kind\":\"step\",\"step\":1}\n"; }
   { MetricsWriter(whole, true).write({{"kind", "step"}, {"step", 2}}); }
   CHECK(json_lines(whole).size() == 2);
+}
+
+// --metrics-append named a file that was not a metrics file (a README, notes):
+// its last line was cut and records appended (a helper's finding). check_outputs
+// refuses such a file before any work, MetricsWriter a last line that is not a
+// record's start; a checkpoint folder that is the run folders' parent, and an
+// output name too long for its temporaries, are refused too.
+TEST_CASE("outputs: --metrics-append continues metrics files only, and clashing or too long names are refused",
+          "[metrics]") {
+  using dtrain::test::usage_error_message;
+  TempDir dir;
+  const std::string notes = dir.file("notes.txt");
+  const std::string text = "line one\nimportant last line without newline";
+  { std::ofstream(notes) << text; }
+  auto slurp = [](const std::string& p) {
+    std::ifstream f(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  };
+  dtrain::engine::TrainConfig cfg;
+  cfg.train_data = dir.file("train.h5");
+  cfg.metrics = notes;
+  cfg.metrics_append = true;
+  cfg.save_params = "";
+  cfg.timeline = "";
+  CHECK_THAT(usage_error_message([&] { dtrain::engine::check_outputs(cfg); }),
+             Catch::Matchers::Contains("is not a metrics file") && Catch::Matchers::Contains("line one"));
+  CHECK_THAT(usage_error_message([&] { MetricsWriter w(notes, true); }),
+             Catch::Matchers::Contains("not the start of a record"));
+  CHECK(slurp(notes) == text);
+  // A metrics file, an empty file, and one cut record pass.
+  for (const std::string body : {"{\"kind\":\"step\",\"step\":1}\n", "", "{\"kind\":\"st"}) {
+    { std::ofstream(notes) << body; }
+    CHECK_NOTHROW(dtrain::engine::check_outputs(cfg));
+  }
+  // A checkpoint folder that is the run folders' parent (runs-dir/run-name).
+  dtrain::engine::TrainConfig runs = cfg;
+  runs.metrics = "auto";
+  runs.metrics_append = false;
+  runs.runs_dir = dir.file("runs");
+  runs.run_name = "e12";
+  runs.checkpoint_dir = dir.file("runs/e12");
+  CHECK_THAT(usage_error_message([&] { dtrain::engine::check_outputs(runs); }),
+             Catch::Matchers::Contains("option 'checkpoint-dir'") && Catch::Matchers::Contains("of their own"));
+  runs.checkpoint_dir = dir.file("runs/e12/checkpoints");
+  CHECK_NOTHROW(dtrain::engine::check_outputs(runs));
+  // A name that fits NAME_MAX alone, but not with its temporary's suffix: refused before the work.
+  dtrain::engine::TrainConfig longname = cfg;
+  longname.metrics = "";
+  longname.save_params = dir.file(std::string(252, 'z') + ".h5");
+  CHECK_THAT(usage_error_message([&] { dtrain::engine::check_outputs(longname); }),
+             Catch::Matchers::Contains("option 'save-params'") && Catch::Matchers::Contains("at most 223 bytes"));
+  longname.save_params = dir.file(std::string(220, 'z') + ".h5");
+  CHECK_NOTHROW(dtrain::engine::check_outputs(longname));
 }
 
 // Two runs in one metrics file (--metrics-append with another configuration,

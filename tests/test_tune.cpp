@@ -320,6 +320,8 @@ TEST_CASE("profile: per-process and per-step samples survive JSON, bad ones are 
   refused([](auto& b) { b["threads"] = 0; }, "threads");
   refused([](auto& b) { b["cores"] = 0.0; }, "cores");
   refused([](auto& b) { b["param_bytes"] = -1.0; }, "param_bytes");
+  refused([](auto& b) { b["param_bytes"] = 0.0; }, "param_bytes");
+  refused([](auto& b) { b["kind"] = "other"; }, "not \"profile\"");
   refused([](auto& b) { b.erase("model"); }, "model is missing");
   refused([](auto& b) { b = nlohmann::json::array({1, 2}); }, "not a JSON object");
   // An empty profile built in code: a usage error too, not an internal check.

@@ -33,7 +33,7 @@ grep -q "^device = cpu-staged$" "$W/staged.ini" || fail "the tuned job lost --de
 
 # A 2-node × 2-worker cluster: ps or hybrid with servers; the file says how to launch it.
 "$DTRAIN" tune "${job[@]}" --nodes 2 --workers-per-node 2 --link-gbps 1 --candidates 8,16 \
-  --profile-steps 2 --out "$W/tuned4.ini" > "$W/tune4.log"
+  --profile-steps 2 --modes ps,hybrid --out "$W/tuned4.ini" > "$W/tune4.log"
 np=$(sed -n 's/^# Run: mpirun -np \([0-9]*\) .*/\1/p' "$W/tuned4.ini")
 [ -n "$np" ] || fail "tuned4.ini names no rank count"
 # The Run line names this dtrain by its path (a bare 'dtrain' is not on PATH after scripts/build.sh).
@@ -61,6 +61,46 @@ grep -q "lenet5" <<<"$out" || fail "report lacks the runs"
 grep -qE "one\.jsonl +2 lenet5" <<<"$out" || fail "the two runs of one configuration are not one row of n = 2"
 grep -q "configuration(s) outside" <<<"$out" || fail "report lacks the verdict line"
 grep -q "what-if" <<<"$out" && fail "a measured T_C called what-if: $out"
+# The tuned job takes the mode of --modes with the best predicted speedup (allreduce too:
+# the tuner chose only between ps and hybrid, whatever its table said). What-if
+# tunes: fast links, where the ring wins, and a slow one; each run's "mode" line
+# must name the largest S among the allowed modes.
+best_mode_ok() {  # $1: a tune log; $2: the tuned job
+  python3 - "$1" "$2" <<'PY'
+import re, sys
+log = open(sys.argv[1]).read()
+m = re.search(r"^mode (\w+): predicted S = ([\d.]+) at G = \d+ on the cluster \((.*)\)$", log, re.M)
+assert m, "no mode line in " + sys.argv[1]
+chosen, s = m.group(1), float(m.group(2))
+for part in m.group(3).split(", "):
+    name, val = part.split(" ")[:2]
+    if "(not in --modes)" not in part:
+        assert float(val) <= s, f"{name} {val} beats the chosen {chosen} {s}"
+job = dict(l.split(" = ", 1) for l in open(sys.argv[2]).read().splitlines() if " = " in l and not l.startswith("#"))
+assert job["mode"] == chosen, f"job mode {job['mode']} != {chosen}"
+print(chosen)
+PY
+}
+modes_seen=""
+for gbps in 100 1; do
+  "$DTRAIN" tune "${job[@]}" --candidates 16 --t-c-ms 5 --link-gbps $gbps --nodes 3 --workers-per-node 5 \
+    --out "$W/m$gbps.ini" > "$W/m$gbps.log" || fail "tune --link-gbps $gbps failed"
+  modes_seen+="$(best_mode_ok "$W/m$gbps.log" "$W/m$gbps.ini") " || fail "--link-gbps $gbps: not the best mode"
+done
+grep -q allreduce <<<"$modes_seen" || fail "allreduce never chosen over 100 Gb/s and 1 Gb/s links: $modes_seen"
+"$DTRAIN" tune "${job[@]}" --candidates 16 --t-c-ms 5 --link-gbps 100 --nodes 3 --workers-per-node 5 \
+  --modes ps,hybrid --out "$W/mserv.ini" > "$W/mserv.log"
+[ "$(best_mode_ok "$W/mserv.log" "$W/mserv.ini")" != allreduce ] || fail "--modes ps,hybrid gave allreduce"
+grep -q "(not in --modes)" "$W/mserv.log" || fail "the excluded allreduce's S was not shown"
+expect_exit 2 "option 't-c-ms' must be a finite number of ms in [0, 3600000]" -- \
+  "$DTRAIN" tune "${job[@]}" --t-c-ms 1e300 --out "$W/x.ini"
+expect_exit 2 "is a profile written by dtrain tune, not a metrics file: give it with --profile" -- \
+  "$DTRAIN" report --metrics "$W/m1.ini.profile.json"
+expect_exit 2 "option 'background': '1e300' is not run, profile or a number of cores in [0, 1000000]" -- \
+  "$DTRAIN" report --profile "$W/m1.ini.profile.json" --background 1e300 --metrics "$W/m1.ini.profile.json"
+expect_exit 2 "unknown command 'trian' (did you mean train?)" -- "$DTRAIN" trian
+expect_exit 2 "option 'modes': 'ring' in 'ps,ring' is not ps, hybrid or allreduce" -- \
+  "$DTRAIN" tune "${job[@]}" --modes ps,ring --out "$W/x.ini"
 # A what-if profile (T_C and links given) says so where report names its source.
 "$DTRAIN" tune "${job[@]}" --candidates 16 --t-c-ms 5 --link-gbps 1 --out "$W/whatif.ini" > /dev/null
 out=$("$DTRAIN" report --profile "$W/whatif.ini.profile.json" --metrics "$W/one.jsonl")

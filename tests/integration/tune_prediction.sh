@@ -13,7 +13,7 @@ W="$WORK/tune_prediction"
 rm -rf "$W" && mkdir -p "$W/sweep/tuned-n02x2" "$W/sweep/allreduce-n01x1"
 job=(--job "$SRC/jobs/fashion_lenet.ini" --train-data "$D/fashion-mnist-train.h5"
      --test-data "$D/fashion-mnist-test.h5" --max-test-samples 64 --threads 1)
-mpirun -np 2 --oversubscribe --bind-to none "$DTRAIN" tune "${job[@]}" --nodes 2 --workers-per-node 2 \
+mpirun -np 2 --oversubscribe --bind-to none "$DTRAIN" tune "${job[@]}" --nodes 2 --workers-per-node 2 --modes ps,hybrid \
   --candidates 16 --profile-steps 4 --out "$W/t.ini" > "$W/tune.log"
 cat "$W/tune.log"
 P="$W/t.ini.profile.json"

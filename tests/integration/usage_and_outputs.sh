@@ -197,3 +197,31 @@ for flag in "" --wait-for-check; do
   grep -qF -- "$want" <<<"$out" || fail "bench comm $flag does not say '$want': $out"
 done
 echo "ok: bench comm times the ps step with and without speculation, --wait-for-check refused with --links"
+# 9. Options the chosen variant of a command does not read are refused, not ignored; limits as train's.
+expect_exit 2 "option 'n' is not read without --chunking" -- "$DTRAIN" bench io --data x.h5 --n 5
+expect_exit 2 "option 'data' is not read with --chunking" -- "$DTRAIN" bench io --chunking --data x.h5
+expect_exit 2 "option 'dir': '/nonexistent' is not a folder" -- "$DTRAIN" bench io --chunking --dir /nonexistent
+expect_exit 2 "option 'no-weight-mirror' is read with --precision bf16 only" -- "$DTRAIN" "${bc[@]}" --no-weight-mirror
+expect_exit 2 "option 'json' is empty" -- "$DTRAIN" "${bc[@]}" --json ""
+expect_exit 2 "option 'model' is not read with --peak-only" -- "$DTRAIN" bench compute --peak-only --model resnet50
+expect_exit 2 "option 'ps' is not read with --links" -- mpirun -np 2 --oversubscribe --bind-to none "$DTRAIN" bench comm --links --ps 1
+expect_exit 2 "option 'minibatch' must be in [1, 65536] (as in dtrain train), got 2147483647" -- \
+  "$DTRAIN" model --name lenet5 --minibatch 2147483647
+expect_exit 2 "option 'classes' must be in [1, 100000] (what dtrain train takes), got 2147483647" -- \
+  "$DTRAIN" data synth --out "$SCRATCH/c.h5" --n 4 --shape 8x8x1 --classes 2147483647
+expect_exit 2 "option 'shape': ' 8x8x1' is not HxWxC" -- "$DTRAIN" data synth --out "$SCRATCH/c.h5" --n 4 --shape " 8x8x1"
+expect_exit 2 "option 'shape': '+8x8x1' is not HxWxC" -- "$DTRAIN" data synth --out "$SCRATCH/c.h5" --n 4 --shape "+8x8x1"
+[ ! -e "$SCRATCH/c.h5" ] || fail "a refused synth wrote $SCRATCH/c.h5"
+# An output name too long for the temporary beside it is refused before the work (it failed after training).
+long=$(printf 'z%.0s' $(seq 252)).h5
+expect_exit 2 "option 'save-params': the file name 'zzzz" -- "$DTRAIN" train --job "$J" "${data[@]}" --max-steps 1 \
+  --metrics "" --save-params "$SCRATCH/$long" --runs-dir "$SCRATCH/long"
+# --metrics-append continues metrics files only (it cut a notes file's last line and appended to it).
+printf 'line one\nlast line without newline' > "$SCRATCH/notes.txt"
+expect_exit 2 "is not a metrics file" -- "$DTRAIN" train --job "$J" "${data[@]}" --max-steps 1 --save-params "" \
+  --metrics "$SCRATCH/notes.txt" --metrics-append true
+[ "$(cat "$SCRATCH/notes.txt")" = "$(printf 'line one\nlast line without newline')" ] || fail "a refused append changed the file"
+# A checkpoint folder that is the run folders' parent: both 'latest' names clash.
+expect_exit 2 "option 'checkpoint-dir'" -- "$DTRAIN" train --job "$J" "${data[@]}" --max-steps 1 \
+  --runs-dir "$SCRATCH/cr" --run-name e12 --checkpoint-dir "$SCRATCH/cr/e12"
+echo "ok: unread options, train's limits, long names, foreign files and clashing folders refused"
