@@ -1,17 +1,33 @@
 # cmake/VersionInfo.cmake — writes OUT, the source of `dtrain --version`
 # (engine/version.hpp), at every build: the commit the binary was built from
-# (git describe of SRC; "-dirty" when the tree had uncommitted changes) and the
+# (git rev-parse HEAD of SRC; "-dirty" when tracked files differ from it) and the
 # build facts CMake found (BUILD, its lines joined by " | "). OUT is rewritten only when its text
 # changes, so an unchanged tree recompiles nothing.
 #   cmake -DSRC=<source dir> -DOUT=<file.cpp> -DBUILD=<text> -DGIT=<git> -P VersionInfo.cmake
+# GIT_OPTIONAL_LOCKS=0: no index refresh, so a build beside a running
+# `git commit` does not take .git/index.lock from it.
+set(ENV{GIT_OPTIONAL_LOCKS} 0)
 set(commit "not built from a git checkout")
-if(GIT AND EXISTS "${SRC}/.git")
-  execute_process(COMMAND "${GIT}" -C "${SRC}" describe --always --dirty --abbrev=12
-                  OUTPUT_VARIABLE described RESULT_VARIABLE rc OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
-  execute_process(COMMAND "${GIT}" -C "${SRC}" log -1 --format=%cs
-                  OUTPUT_VARIABLE day OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
-  if(rc EQUAL 0 AND described)
-    set(commit "commit ${described} (${day})")
+if(GIT)
+  execute_process(COMMAND "${GIT}" -C "${SRC}" rev-parse --show-toplevel
+                  OUTPUT_VARIABLE top RESULT_VARIABLE in_git OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_VARIABLE why)
+  if(in_git EQUAL 0)
+    execute_process(COMMAND "${GIT}" -C "${SRC}" rev-parse --short=12 HEAD
+                    OUTPUT_VARIABLE head RESULT_VARIABLE rc OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+    execute_process(COMMAND "${GIT}" -C "${SRC}" log -1 --format=%cs
+                    OUTPUT_VARIABLE day OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+    # Tracked files changed since HEAD (untracked ones do not make a build differ).
+    execute_process(COMMAND "${GIT}" -C "${SRC}" diff --quiet HEAD -- RESULT_VARIABLE changed ERROR_QUIET)
+    if(rc EQUAL 0 AND head)
+      set(dirty "")
+      if(NOT changed EQUAL 0)
+        set(dirty "-dirty")
+      endif()
+      set(commit "commit ${head}${dirty} (${day})")
+    endif()
+  elseif(EXISTS "${SRC}/.git")  # a checkout git would not read (safe.directory: another owner)
+    string(REGEX REPLACE "\n.*" "" why "${why}")
+    set(commit "commit unknown (git: ${why})")
   endif()
 endif()
 string(REPLACE " | " "\n" facts "${BUILD}")

@@ -42,7 +42,7 @@ std::string usage() {
          "  data    make datasets: dtrain data fashion-mnist --out DIR | dtrain data synth --shape 224x224x3 --n N --out F\n"
          "          | dtrain data imagefolder --root DIR --out F --store raw|jpeg --size S [--labels FILE]\n"
          "  model   describe a model: dtrain model --name resnet50\n"
-         "  tune    choose minibatch and PS count: [mpirun -np R] dtrain tune --job J --nodes n --workers-per-node g\n"
+         "  tune    choose minibatch, exchange mode and PS count: [mpirun -np R] dtrain tune --job J --nodes n --workers-per-node g\n"
          "  report  predicted vs measured: dtrain report --metrics run1.jsonl [...] [--profile tuned.ini.profile.json]\n"
          "  bench   benchmarks: mpirun -np N dtrain bench comm | dtrain bench io --data F | dtrain bench compute --model M\n"
          "'dtrain <command> --help' lists a command's options; 'dtrain --version' the commit and libraries.\n";
@@ -174,9 +174,9 @@ int cmd_data(const std::vector<std::string>& args) {
       std::error_code ec;
       const bool ending = std::filesystem::exists(out, ec) && std::filesystem::exists(out + ".skipped.txt.partial", ec) &&
                           !std::filesystem::exists(io::ImageStoreWriter::report_path(out), ec);
-      if (!ending) check_new_output(w, "out", out, overwrite);
+      if (!ending) check_new_output(w, "out", out, overwrite, "choose another file", 13);  // F.partial.jpeg
       check_new_output(w, "out", io::ImageStoreWriter::report_path(out), overwrite,
-                       "choose another file (the report of skipped files is FILE.skipped.txt)");
+                       "choose another file (the report of skipped files is FILE.skipped.txt)", 8);  // F.skipped.txt.partial
     }
     io::ImageFolderSummary s = io::convert_image_folder(o);
     log::info(s.describe());

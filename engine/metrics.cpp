@@ -75,13 +75,21 @@ void MetricsWriter::cut_partial_last_line() {
     }
     start = from;
   }
-  // Its first 200 bytes, for the warning.
-  const ssize_t shown = ::pread(fd_, buf, static_cast<size_t>(std::min<off_t>(200, size - start)), start);
-  const std::string fragment(buf, static_cast<size_t>(std::max<ssize_t>(0, shown)));
+  // The line, whole (a record is at most a few KiB; a longer line is no record of ours).
+  std::string line(static_cast<size_t>(std::min<off_t>(size - start, off_t{1} << 20)), '\0');
+  const ssize_t got = ::pread(fd_, line.data(), line.size(), start);
+  line.resize(static_cast<size_t>(std::max<ssize_t>(0, got)));
+  const std::string fragment = line.substr(0, 200);  // for the warning
   // Only the start of a record is ours to cut (check_outputs refused a file
   // that is not a metrics file; this one was changed since, or its last line
-  // is someone else's).
-  if (!fragment.starts_with('{'))
+  // is someone else's); a whole record that lacks only its newline gets one.
+  const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (j.is_object() && j.contains("kind") && j["kind"].is_string() && off_t(line.size()) == size - start) {
+    if (::write(fd_, "\n", 1) != 1)
+      DT_USAGE("option 'metrics': '", path_, "': cannot end its last record with a newline: ", std::strerror(errno));
+    return;
+  }
+  if (!j.is_discarded() || !fragment.starts_with('{'))
     DT_USAGE("option 'metrics': '", path_, "' ends in a line without a newline that is not the start of a record ('",
              fragment.substr(0, 60), "'): not cut; --metrics-append continues a metrics file only");
   if (::ftruncate(fd_, start) != 0)

@@ -123,7 +123,7 @@ MeasuredRun read_run(const std::string& path) {
       if (n == 1) {  // a whole JSON document: a tune profile given as --metrics?
         std::ifstream whole(path);
         const nlohmann::json doc = nlohmann::json::parse(whole, nullptr, /*allow_exceptions=*/false);
-        if (doc.is_object() && doc.value("kind", "") == "profile")
+        if (doc.is_object() && doc.contains("kind") && doc["kind"] == "profile")
           DT_USAGE("dtrain report: ", path, " is a profile written by dtrain tune, not a metrics file: give it "
                    "with --profile (--metrics takes the JSON Lines files of dtrain train)");
       }

@@ -65,29 +65,31 @@ bool same_file(const std::string& a, const std::string& b) {
 }
 
 // An explicit output file: not an input, not an existing file (unless overwrite), a folder that takes it.
-void check_explicit(const TrainConfig& cfg, const char* key, const std::string& out) {
+// reserved: check_new_output's (metrics is opened in place: 0).
+void check_explicit(const TrainConfig& cfg, const char* key, const std::string& out,
+                    size_t reserved = kTemporarySuffixBytes) {
   for (auto [ikey, in] : {std::pair<const char*, std::string>{"train-data", cfg.train_data},
                           {"test-data", cfg.test_data}, {"job", cfg.job}})
     if (same_file(out, in))
       DT_USAGE("option '", key, "': '", out, "' is the same file as option '", ikey, "'; refusing to overwrite an input");
   check_new_output("", key, out, cfg.overwrite,
-                   "choose another file, leave the option out (each run then writes into its own run folder)");
+                   "choose another file, leave the option out (each run then writes into its own run folder)", reserved);
 }
 
 }  // namespace
 
 void check_new_output(const std::string& where, const char* key, const std::string& out, bool overwrite,
-                      const std::string& alternative) {
+                      const std::string& alternative, size_t reserved) {
   std::error_code ec;
   // A name that fits alone, but not with the suffix of the temporary written
   // beside it, failed after all the work ("File name too long" once a whole
   // training had run): refused first.
   const std::string name = fs::path(out).filename().string();
-  if (name.size() + kTemporarySuffixBytes > NAME_MAX)
+  if (name.size() + reserved > NAME_MAX)
     DT_USAGE(where, "option '", key, "': the file name '", visible(name.substr(0, 40)), "…' is ", name.size(),
-             " bytes long; dtrain writes temporaries beside an output with up to ", kTemporarySuffixBytes,
-             " bytes more (F.tmp.<pid>, F.skipped.txt.partial, F.profile.json.tmp.<pid>) and a name may have ",
-             NAME_MAX, ": choose a name of at most ", NAME_MAX - kTemporarySuffixBytes, " bytes");
+             " bytes long, and a name written beside it adds up to ", reserved, " bytes (a temporary ",
+             "'….tmp.<pid>' or a partial file) where a file name may have ", NAME_MAX,
+             " bytes: shorten it by ", name.size() + reserved - NAME_MAX, " bytes or more");
   auto st = fs::symlink_status(out, ec);
   if (fs::exists(st)) {
     if (!fs::is_regular_file(st))
@@ -127,13 +129,12 @@ void check_metrics_file(const std::string& path) {
   std::string first;
   const bool whole = static_cast<bool>(std::getline(f, first)) && !f.eof();
   if (first.empty() && !whole) return;  // empty
-  bool record = false;
-  if (whole) {
-    const nlohmann::json j = nlohmann::json::parse(first, nullptr, /*allow_exceptions=*/false);
-    record = j.is_object() && j.contains("kind") && j["kind"].is_string();
-  } else {
-    record = first.starts_with('{');  // one record, cut (MetricsWriter removes it)
-  }
+  // A whole record; or, all the file holds, a record cut by a killed writer
+  // (MetricsWriter removes it) — not a complete JSON document of another kind
+  // ({"a": 1} without a newline, as json.dump writes it).
+  const nlohmann::json j = nlohmann::json::parse(first, nullptr, /*allow_exceptions=*/false);
+  const bool is_record = j.is_object() && j.contains("kind") && j["kind"].is_string();
+  const bool record = is_record || (!whole && j.is_discarded() && first.starts_with('{'));
   if (!record)
     DT_USAGE("option 'metrics': '", visible(path), "' exists and is not a metrics file (its first line, '",
              visible(first.substr(0, 60)), first.size() > 60 ? "…" : "",
@@ -154,10 +155,10 @@ void check_outputs(const TrainConfig& cfg) {
     if (cfg.metrics_append) {  // an existing file is continued, not replaced
       TrainConfig appending = cfg;
       appending.overwrite = true;
-      check_explicit(appending, "metrics", cfg.metrics);
+      check_explicit(appending, "metrics", cfg.metrics, 0);
       check_metrics_file(cfg.metrics);
     } else {
-      check_explicit(cfg, "metrics", cfg.metrics);
+      check_explicit(cfg, "metrics", cfg.metrics, 0);
     }
   }
   if (!is_auto(cfg.save_params) && !cfg.save_params.empty()) check_explicit(cfg, "save-params", cfg.save_params);

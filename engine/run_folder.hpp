@@ -49,12 +49,14 @@ void check_outputs(const TrainConfig& cfg);
 // exist unless `overwrite` (then it must be a regular file), and the nearest
 // existing folder above it must be a folder that takes a new file. Throws
 // UsageError "<where>option '<key>': …". Writes nothing (a probe file is made
-// and removed). Its file name must leave kTemporarySuffixBytes to NAME_MAX
-// (255): the temporaries written beside it are longer (the longest, tune's
-// OUT.profile.json.tmp.<pid>, adds 25 bytes).
-inline constexpr size_t kTemporarySuffixBytes = 32;
+// and removed). `reserved`: the bytes the longest name written beside it adds
+// to its file name (a temporary "<name>.tmp.<pid>": kTemporarySuffixBytes; 0
+// for a file opened in place); the name plus those must fit NAME_MAX (255), or
+// the write failed after all the work ("File name too long").
+inline constexpr size_t kTemporarySuffixBytes = 12;  // ".tmp." and a pid of up to 7 digits (pid_max ≤ 2^22)
 void check_new_output(const std::string& where, const char* key, const std::string& path, bool overwrite,
-                      const std::string& alternative = "choose another file");
+                      const std::string& alternative = "choose another file",
+                      size_t reserved = kTemporarySuffixBytes);
 
 // An output file whose folder must exist already (dtrain data synth and
 // imagefolder do not make folders): throws UsageError "<where>option '<key>':

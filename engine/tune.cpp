@@ -186,6 +186,7 @@ int cmd_tune(const std::vector<std::string>& args) {
   t.candidates = parse_ints("candidates", candidates, kMaxMinibatch);
   t.modes.clear();
   for (const std::string& m : list_items(modes)) {
+    if (m.empty()) DT_USAGE("dtrain tune: option 'modes': '", visible(modes), "' has an empty item (ps, hybrid, allreduce: one or more)");
     comm::Mode mode;
     if (m == "ps") mode = comm::Mode::ps;
     else if (m == "hybrid") mode = comm::Mode::hybrid;

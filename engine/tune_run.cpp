@@ -274,9 +274,6 @@ TuneTables print_tables(const TuneOptions& t, const TrainConfig& cfg, const Prof
   return tables;
 }
 
-// The tuned job: the mode with the best predicted speedup on the cluster at
-// G = n·g, the chosen minibatch, the scaled learning rate (`capped` when the
-// linear rule's factor hit --max-lr-scale).
 // The mode of TuneOptions::modes with the best predicted speedup at the
 // cluster's G (ties: hybrid, ps, allreduce: the earlier keeps it).
 comm::Mode chosen_mode(const TuneOptions& t, const TableRow& last) {
@@ -290,6 +287,9 @@ comm::Mode chosen_mode(const TuneOptions& t, const TableRow& last) {
   return *best;
 }
 
+// The tuned job: the mode with the best predicted speedup on the cluster at
+// G = n·g (chosen_mode), the chosen minibatch, the scaled learning rate
+// (`capped` when the linear rule's factor hit --max-lr-scale).
 TrainConfig tuned_job(const TuneOptions& t, const TrainConfig& cfg, const TableRow& last, int minibatch,
                       bool* capped) {
   const int g = last.g;
@@ -316,12 +316,14 @@ TrainConfig tuned_job(const TuneOptions& t, const TrainConfig& cfg, const TableR
                 format::shortest(static_cast<double>(minibatch) * g / base).c_str(),
                 format::shortest(t.max_lr_scale).c_str());
   }
-  if (minibatch * g < base)  // a base batch meant per worker, or a typo, silently shrank lr (1e9: lr × 3e-5)
+  if (int64_t{minibatch} * g < base)  // a base batch meant per worker, or a typo, silently shrank lr (1e9: lr × 3e-5)
     std::fprintf(stderr,
-                 "dtrain tune: warning: the tuned global batch %d is below option 'base-batch' %d: the linear rule "
-                 "scales lr down by %s, from %s to %s (base-batch is the global batch the job's lr was set for)\n",
-                 minibatch * g, base, format::shortest(static_cast<double>(minibatch) * g / base).c_str(),
-                 format::shortest(cfg.lr).c_str(), format::shortest(static_cast<float>(lr.lr)).c_str());
+                 "dtrain tune: warning: the tuned global batch %lld is below %s %d: the linear rule scales lr down "
+                 "by %s, from %s to %s (base-batch is the global batch the job's lr was set for)\n",
+                 static_cast<long long>(int64_t{minibatch} * g),
+                 t.base_batch > 0 ? "option 'base-batch'" : "the job's minibatch (base-batch not given)", base,
+                 format::shortest(static_cast<double>(minibatch) * g / base).c_str(), format::shortest(cfg.lr).c_str(),
+                 format::shortest(static_cast<float>(lr.lr)).c_str());
   tuned.lr = static_cast<float>(lr.lr);
   tuned.warmup_epochs = static_cast<float>(std::max<double>(cfg.warmup_epochs, lr.warmup_epochs));
   tuned.loader_depth = std::max(2, cfg.loader_depth);
@@ -414,7 +416,7 @@ int check_tune_job(const TuneOptions& t, const TrainConfig& cfg) {
   if (cfg.compute_stand_in_ms > 0)
     DT_USAGE("dtrain tune: the job sets option 'compute-stand-in-ms' (", format::shortest(cfg.compute_stand_in_ms),
              " ms per step instead of forward and backward): tune measures the model's own compute, which that job "
-             "does not run; give --compute-stand-in-ms 0 to tune the real job, or --t-c-ms ",
+             "does not run; give --compute-stand-in-ms 0 to tune the real job, or --compute-stand-in-ms 0 --t-c-ms ",
              format::shortest(cfg.compute_stand_in_ms), " to predict with that T_C");
   int classes = 0;
   std::unique_ptr<io::Dataset> train_set, test_set;

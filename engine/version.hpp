@@ -6,8 +6,9 @@
 
 namespace dtrain::engine {
 
-// "commit <git describe --always --dirty> (<commit date>)", or "not built from
-// a git checkout" (a source tarball, or no git at build time).
+// "commit <12 hex digits of HEAD>[-dirty] (<commit date>)"; "not built from a
+// git checkout" (a source tarball, or no git at build time); "commit unknown
+// (git: …)" when git would not read the checkout.
 const char* build_commit();
 // One line per fact: build type and compiler, oneDNN, BLAS, MPI, HDF5, Boost,
 // CUDA/cuDNN/NCCL (each as CMake found it).

@@ -121,11 +121,22 @@ TEST_CASE("outputs: --metrics-append continues metrics files only, and clashing 
   CHECK_THAT(usage_error_message([&] { MetricsWriter w(notes, true); }),
              Catch::Matchers::Contains("not the start of a record"));
   CHECK(slurp(notes) == text);
-  // A metrics file, an empty file, and one cut record pass.
+  // A metrics file, an empty file, and one cut record pass; a JSON document of
+  // another kind without a newline (json.dump's) does not, nor is it cut.
   for (const std::string body : {"{\"kind\":\"step\",\"step\":1}\n", "", "{\"kind\":\"st"}) {
     { std::ofstream(notes) << body; }
     CHECK_NOTHROW(dtrain::engine::check_outputs(cfg));
   }
+  { std::ofstream(notes) << "{\"a\": 1}"; }
+  CHECK_THAT(usage_error_message([&] { dtrain::engine::check_outputs(cfg); }),
+             Catch::Matchers::Contains("is not a metrics file"));
+  CHECK_THAT(usage_error_message([&] { MetricsWriter w(notes, true); }),
+             Catch::Matchers::Contains("not the start of a record"));
+  CHECK(slurp(notes) == "{\"a\": 1}");
+  // A whole record without its newline is kept and completed, not cut.
+  { std::ofstream(notes) << "{\"kind\":\"step\",\"step\":1}"; }
+  { MetricsWriter(notes, true).write({{"kind", "step"}, {"step", 2}}); }
+  CHECK(json_lines(notes).size() == 2);
   // A checkpoint folder that is the run folders' parent (runs-dir/run-name).
   dtrain::engine::TrainConfig runs = cfg;
   runs.metrics = "auto";
@@ -142,8 +153,11 @@ TEST_CASE("outputs: --metrics-append continues metrics files only, and clashing 
   longname.metrics = "";
   longname.save_params = dir.file(std::string(252, 'z') + ".h5");
   CHECK_THAT(usage_error_message([&] { dtrain::engine::check_outputs(longname); }),
-             Catch::Matchers::Contains("option 'save-params'") && Catch::Matchers::Contains("at most 223 bytes"));
-  longname.save_params = dir.file(std::string(220, 'z') + ".h5");
+             Catch::Matchers::Contains("option 'save-params'") && Catch::Matchers::Contains("shorten it by 12 bytes"));
+  longname.save_params = dir.file(std::string(240, 'z') + ".h5");  // 243 + ".tmp.<pid>" fits 255
+  CHECK_NOTHROW(dtrain::engine::check_outputs(longname));
+  longname.save_params = "";  // metrics are written in place: a 255-byte name is fine
+  longname.metrics = dir.file(std::string(249, 'm') + ".jsonl");
   CHECK_NOTHROW(dtrain::engine::check_outputs(longname));
 }
 

@@ -426,7 +426,7 @@ TEST_CASE("tune refuses a stand-in job and values the tuned job file would read 
     t.t_c_ms = t_c_ms;
     const std::string msg = usage_error_message([&] { check_tune_job(t, stand_in); });
     CHECK_THAT(msg, Catch::Matchers::Contains("option 'compute-stand-in-ms'") && Catch::Matchers::Contains("12.5") &&
-                        Catch::Matchers::Contains("--compute-stand-in-ms 0"));
+                        Catch::Matchers::Contains("--compute-stand-in-ms 0 --t-c-ms 12.5"));
   }
   t.t_c_ms = 0;
   TrainConfig real;  // the command line's 0 wins over the job file's value

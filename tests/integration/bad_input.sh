@@ -182,7 +182,7 @@ bad_profile mb0.json 's/"minibatch":8/"minibatch":0/' "points[0].minibatch 0 mus
 bad_profile tc0.json 's/"t_c_s":0.002/"t_c_s":0/' "points[0].t_c_s 0 must be > 0"
 bad_profile threads0.json 's/"threads":1/"threads":0/' "threads 0 must be ≥ 1"
 bad_profile cores0.json 's/"cores":2/"cores":0/' "cores 0 must be > 0"
-bad_profile params.json 's/"param_bytes":246824/"param_bytes":-1/' "param_bytes -1 must be ≥ 0"
+bad_profile params.json 's/"param_bytes":246824/"param_bytes":-1/' "param_bytes -1 must be > 0"
 bad_profile no_model.json 's/"model":"lenet5",//' "model is missing"
 # A run the profile does not fit (threads, model) is named, with the reason, after the table.
 thr2=$(metrics thr2.jsonl "$STEP" "${RUN/\"threads\":1/\"threads\":2}")

@@ -134,7 +134,7 @@ grep -q -- "--augment-flip arg (=false)" <<<"$help" || fail "boolean default not
 echo "ok: --help numbers and booleans"
 # --version names the commit the binary was built from (this tree's, when it is a git checkout) and its libraries.
 version=$("$DTRAIN" --version) || fail "dtrain --version failed"
-if git -C "$SRC" rev-parse --git-dir > /dev/null 2>&1; then
+if git -C "$SRC" rev-parse --short=12 HEAD > /dev/null 2>&1; then
   head=$(git -C "$SRC" rev-parse --short=12 HEAD)
   grep -q "^dtrain, commit $head" <<<"$version" || fail "--version does not name HEAD $head: $version"
 fi
