@@ -174,9 +174,10 @@ int cmd_data(const std::vector<std::string>& args) {
       std::error_code ec;
       const bool ending = std::filesystem::exists(out, ec) && std::filesystem::exists(out + ".skipped.txt.partial", ec) &&
                           !std::filesystem::exists(io::ImageStoreWriter::report_path(out), ec);
-      if (!ending) check_new_output(w, "out", out, overwrite, "choose another file", 13);  // F.partial.jpeg
+      // The longest name written beside F: F.skipped.txt.partial (20 bytes more).
+      if (!ending) check_new_output(w, "out", out, overwrite, "choose another file", 20);
       check_new_output(w, "out", io::ImageStoreWriter::report_path(out), overwrite,
-                       "choose another file (the report of skipped files is FILE.skipped.txt)", 8);  // F.skipped.txt.partial
+                       "choose another file (the report of skipped files is FILE.skipped.txt)", 0);
     }
     io::ImageFolderSummary s = io::convert_image_folder(o);
     log::info(s.describe());

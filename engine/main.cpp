@@ -68,6 +68,10 @@ int run(const std::string& cmd, const std::vector<std::string>& args) {
     return dtrain::kExitOk;
   }
   if (cmd == "--version" || cmd == "version") {  // for bug reports and a run's provenance
+    if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
+      std::printf("dtrain --version: the commit this binary was built from, its compiler and libraries\n");
+      return dtrain::kExitOk;
+    }
     if (!args.empty()) DT_USAGE("dtrain ", cmd, " takes nothing after it, got '", visible(args[0]), "'");
     std::printf("dtrain, %s\n%s\n", dtrain::engine::build_commit(), dtrain::engine::build_facts());
     return dtrain::kExitOk;

@@ -13,6 +13,7 @@
 #include <mutex>
 
 #include "core/error.hpp"
+#include "core/format.hpp"
 
 namespace dtrain::engine {
 
@@ -44,6 +45,19 @@ void write_line(int fd, const std::string& path, const nlohmann::json& record) {
   }
 }
 }  // namespace
+
+bool is_metrics_line(const std::string& line) {
+  if (line.find_first_not_of(" \t\r") == std::string::npos) return true;
+  const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  return j.is_object() && j.contains("kind") && j["kind"].is_string();
+}
+
+MetricsTail metrics_tail(const std::string& line) {
+  if (line.find_first_not_of('\0') == std::string::npos) return MetricsTail::cut;  // zeros only
+  const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (j.is_object() && j.contains("kind") && j["kind"].is_string()) return MetricsTail::complete;
+  return j.is_discarded() && line.starts_with('{') ? MetricsTail::cut : MetricsTail::foreign;
+}
 
 MetricsWriter::MetricsWriter(const std::string& path, bool append) : path_(path) {
   if (path.empty()) return;
@@ -83,19 +97,19 @@ void MetricsWriter::cut_partial_last_line() {
   // Only the start of a record is ours to cut (check_outputs refused a file
   // that is not a metrics file; this one was changed since, or its last line
   // is someone else's); a whole record that lacks only its newline gets one.
-  const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-  if (j.is_object() && j.contains("kind") && j["kind"].is_string() && off_t(line.size()) == size - start) {
+  const MetricsTail tail = off_t(line.size()) == size - start ? metrics_tail(line) : MetricsTail::foreign;
+  if (tail == MetricsTail::complete) {
     if (::write(fd_, "\n", 1) != 1)
       DT_USAGE("option 'metrics': '", path_, "': cannot end its last record with a newline: ", std::strerror(errno));
     return;
   }
-  if (!j.is_discarded() || !fragment.starts_with('{'))
+  if (tail == MetricsTail::foreign)  // check_outputs refused such a file: it changed since
     DT_USAGE("option 'metrics': '", path_, "' ends in a line without a newline that is not the start of a record ('",
-             fragment.substr(0, 60), "'): not cut; --metrics-append continues a metrics file only");
+             format::visible(fragment.substr(0, 60)), "'): not cut; --metrics-append continues a metrics file only");
   if (::ftruncate(fd_, start) != 0)
     DT_USAGE("option 'metrics': '", path_, "' ends in a cut line, which cannot be removed: ", std::strerror(errno));
   std::fprintf(stderr, "dtrain: warning: metrics file '%s' ended in a cut line (no newline), removed before appending: %s%s\n",
-               path_.c_str(), fragment.c_str(), size - start > 200 ? "…" : "");
+               path_.c_str(), format::visible(fragment).c_str(), size - start > 200 ? "…" : "");
 }
 
 MetricsWriter::~MetricsWriter() {

@@ -36,6 +36,16 @@ namespace dtrain::engine {
 // kind and errno — the job ends (exit 1) rather than train on without its
 // record (a helper's finding, 2026-12-04: the writes were unchecked and a run
 // on a full disk ended exit 0 with its metrics cut mid-record).
+// What --metrics-append does with a metrics file's last line when it lacks its
+// newline (`line`: that line, whole): a whole record ({"kind": "…", …}) is kept
+// and completed with a newline; the start of a record cut by a killed writer,
+// or a tail of zero bytes (a crash before the data reached the disk), is cut
+// off; anything else (another file's text) makes the file no metrics file.
+enum class MetricsTail { complete, cut, foreign };
+MetricsTail metrics_tail(const std::string& line);
+// A whole line of a metrics file: a JSON object with a string "kind", or blank.
+bool is_metrics_line(const std::string& line);
+
 class MetricsWriter {
  public:
   MetricsWriter() = default;

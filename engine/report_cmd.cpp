@@ -19,6 +19,7 @@
 #include "core/error.hpp"
 #include "engine/options.hpp"
 #include "core/format.hpp"
+#include "engine/metrics.hpp"  // is_metrics_line
 #include "engine/predict.hpp"
 #include "engine/report.hpp"
 #include "engine/tune_profile.hpp"
@@ -35,6 +36,12 @@ Profile read_profile(const std::string& path) {
   try {
     j = nlohmann::json::parse(f);
   } catch (const nlohmann::json::exception& e) {
+    std::ifstream again(path);
+    std::string first;
+    std::getline(again, first);
+    if (is_metrics_line(first) && !first.empty())  // a train metrics file (JSON Lines) given as the profile
+      DT_USAGE("dtrain report: option 'profile': ", path, " is a metrics file of dtrain train (JSON Lines), not a "
+               "profile: give it with --metrics (--profile takes OUT.profile.json of dtrain tune)");
     DT_USAGE("dtrain report: option 'profile': ", path, " is not JSON (", e.what(), ")");
   }
   try {

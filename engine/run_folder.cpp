@@ -16,6 +16,7 @@
 
 #include "core/error.hpp"
 #include "core/format.hpp"
+#include "engine/metrics.hpp"  // is_metrics_line, metrics_tail
 #include "engine/options.hpp"  // visible, is_control_character
 
 namespace dtrain::engine {
@@ -92,6 +93,9 @@ void check_new_output(const std::string& where, const char* key, const std::stri
              " bytes: shorten it by ", name.size() + reserved - NAME_MAX, " bytes or more");
   auto st = fs::symlink_status(out, ec);
   if (fs::exists(st)) {
+    if (fs::is_symlink(st))  // not followed: a rename would replace the link, an append write through it
+      DT_USAGE(where, "option '", key, "': '", visible(out), "' is a symbolic link (to '",
+               visible(fs::read_symlink(out, ec).string()), "'): give the file itself");
     if (!fs::is_regular_file(st))
       DT_USAGE(where, "option '", key, "': '", out, "' exists and is not a regular file (a device, a FIFO, a folder): ",
                "outputs are written to regular files only; give another path, or \"\" for none");
@@ -123,22 +127,22 @@ fs::path run_parent(const TrainConfig& cfg) { return fs::path(cfg.runs_dir) / ru
 // line a {"kind": …} record (or, all it holds, the start of one cut by a
 // killed writer). Any other file had its last line cut and records appended
 // (a README, a notes file: a helper's finding).
+// Every line is checked, before any rank starts work (a refusal by the writer
+// came after the failure recorder, which then wrote into the refused file): a
+// whole line must be a record (or blank), a last line without its newline
+// what MetricsWriter completes or cuts (metrics_tail).
 void check_metrics_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) return;  // absent: created; unreadable: the writer names the error
-  std::string first;
-  const bool whole = static_cast<bool>(std::getline(f, first)) && !f.eof();
-  if (first.empty() && !whole) return;  // empty
-  // A whole record; or, all the file holds, a record cut by a killed writer
-  // (MetricsWriter removes it) — not a complete JSON document of another kind
-  // ({"a": 1} without a newline, as json.dump writes it).
-  const nlohmann::json j = nlohmann::json::parse(first, nullptr, /*allow_exceptions=*/false);
-  const bool is_record = j.is_object() && j.contains("kind") && j["kind"].is_string();
-  const bool record = is_record || (!whole && j.is_discarded() && first.starts_with('{'));
-  if (!record)
-    DT_USAGE("option 'metrics': '", visible(path), "' exists and is not a metrics file (its first line, '",
-             visible(first.substr(0, 60)), first.size() > 60 ? "…" : "",
-             "', is not a {\"kind\": …} record): --metrics-append continues a metrics file only; give another file");
+  std::string line;
+  for (int64_t n = 1; std::getline(f, line); ++n) {
+    const bool whole = !f.eof();
+    if (whole ? is_metrics_line(line) : metrics_tail(line) != MetricsTail::foreign) continue;
+    DT_USAGE("option 'metrics': '", visible(path), "' exists and is not a metrics file (its line ", n, ", '",
+             visible(line.substr(0, 60)), line.size() > 60 ? "…" : "",
+             "', is not a {\"kind\": …} record", whole ? "" : " nor the start of one cut by a killed writer",
+             "): --metrics-append continues a metrics file only; give another file");
+  }
 }
 
 }  // namespace
@@ -185,6 +189,23 @@ void check_outputs(const TrainConfig& cfg) {
     // a checkpoint folder a `latest` file naming its newest checkpoint: one
     // folder for both had each replace the other's (a helper's finding:
     // --resume auto then skipped `latest` and the lock file was lost).
+    // Through the runs' `latest` link the checkpoints would land in whichever
+    // run folder it names at the time (a fresh start after a run without
+    // checkpoints); a run named like a checkpoint entry in the checkpoint
+    // folder (`latest`, `.lock`) failed after training.
+    if (!cfg.checkpoint_dir.empty()) {
+      const fs::path ck = fs::absolute(cfg.checkpoint_dir).lexically_normal();
+      const fs::path via = (fs::absolute(run_parent(cfg)) / "latest").lexically_normal();
+      if (std::mismatch(via.begin(), via.end(), ck.begin(), ck.end()).first == via.end())
+        DT_USAGE("option 'checkpoint-dir': '", visible(cfg.checkpoint_dir), "' goes through the run folders' 'latest' ",
+                 "link (", visible(via.string()), "), which names another run folder at every start: give the ",
+                 "checkpoints a folder of their own (e.g. ", visible((run_parent(cfg) / "checkpoints").string()), ")");
+      if (same_file(cfg.checkpoint_dir, cfg.runs_dir) &&
+          (name == "latest" || name == ".lock" || name.starts_with(".tmp-") ||
+           (name.starts_with("ckpt-") && name.ends_with(".h5"))))
+        DT_USAGE("option 'run-name': '", visible(name), "' is a name the checkpoints write in option 'checkpoint-dir' ('",
+                 visible(cfg.checkpoint_dir), "', also the runs-dir): choose another run name or checkpoint folder");
+    }
     if (!cfg.checkpoint_dir.empty() && same_file(cfg.checkpoint_dir, shown))
       DT_USAGE("option 'checkpoint-dir': '", visible(cfg.checkpoint_dir), "' is the folder of this job's run folders (",
                "runs-dir/run-name = ", visible(shown), "), where the runs' 'latest' link and the checkpoints' 'latest' "

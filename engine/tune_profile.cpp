@@ -132,6 +132,7 @@ Profile Profile::from_json(const nlohmann::json& j) {
     p.threads = integer(j, "", "threads", 1);
     p.cores = number(j, "", "cores", 0, true, "> 0");
     p.param_bytes = number(j, "", "param_bytes", 0, true, "> 0");  // every model has parameters
+    if (p.param_bytes > 1e15) DT_USAGE("profile: param_bytes ", p.param_bytes, " must be at most 1e15 (a petabyte)");
     p.fixed_bytes = number(j, "", "fixed_bytes", 0, false, "≥ 0");
     p.per_sample_bytes = number(j, "", "per_sample_bytes", 0, false, "≥ 0");
     p.load_before = number(j, "", "load_before", 0, false, "≥ 0", &zero);

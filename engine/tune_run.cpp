@@ -78,8 +78,9 @@ double memory_budget(const TuneOptions& t, int rank, MPI_Comm world) {
 
 // The outputs must be writable before minutes of profiling (rank 0 writes them).
 void check_tune_outputs(const TuneOptions& t) {
-  for (const std::string& path : {t.out, t.out + ".profile.json"})
-    check_new_output("dtrain tune: ", "out", path, t.overwrite, "choose another --out");
+  // The longest name written: OUT.profile.json.tmp.<pid> (25 bytes more than OUT).
+  check_new_output("dtrain tune: ", "out", t.out, t.overwrite, "choose another --out", 13 + kTemporarySuffixBytes);
+  check_new_output("dtrain tune: ", "out", t.out + ".profile.json", t.overwrite, "choose another --out", 0);
 }
 
 // Links: ping-pong under mpirun (every rank takes part), else the given figures.
@@ -321,7 +322,7 @@ TrainConfig tuned_job(const TuneOptions& t, const TrainConfig& cfg, const TableR
                  "dtrain tune: warning: the tuned global batch %lld is below %s %d: the linear rule scales lr down "
                  "by %s, from %s to %s (base-batch is the global batch the job's lr was set for)\n",
                  static_cast<long long>(int64_t{minibatch} * g),
-                 t.base_batch > 0 ? "option 'base-batch'" : "the job's minibatch (base-batch not given)", base,
+                 t.base_batch > 0 ? "option 'base-batch'" : "the job's minibatch (base-batch 0 or not given)", base,
                  format::shortest(static_cast<double>(minibatch) * g / base).c_str(), format::shortest(cfg.lr).c_str(),
                  format::shortest(static_cast<float>(lr.lr)).c_str());
   tuned.lr = static_cast<float>(lr.lr);
@@ -521,6 +522,8 @@ int run_tune(const TuneOptions& t, TrainConfig cfg, MPI_Comm world) {
   bool capped = false;
   const TableRow& last = tables.cluster.rows.back();
   const TrainConfig tuned = tuned_job(t, cfg, last, best.minibatch, &capped);
+  if (last.g == 1)
+    std::printf("\nmode allreduce: one worker exchanges nothing (--modes applies from 2 workers)\n");
   if (last.g > 1) {
     auto two = [](double v) {
       char b[32];

@@ -133,6 +133,21 @@ TEST_CASE("outputs: --metrics-append continues metrics files only, and clashing 
   CHECK_THAT(usage_error_message([&] { MetricsWriter w(notes, true); }),
              Catch::Matchers::Contains("not the start of a record"));
   CHECK(slurp(notes) == "{\"a\": 1}");
+  // Every line counts, not the first only: notes after a record are refused, naming the line.
+  { std::ofstream(notes) << "{\"kind\":\"step\",\"step\":1}\nmy notes\nimportant: do not lose"; }
+  CHECK_THAT(usage_error_message([&] { dtrain::engine::check_outputs(cfg); }),
+             Catch::Matchers::Contains("its line 2, 'my notes'"));
+  // A tail of zero bytes (a crash before the data reached the disk) is cut like a cut record.
+  { std::ofstream(notes, std::ios::binary) << "{\"kind\":\"step\",\"step\":1}\n" << std::string(100, '\0'); }
+  CHECK_NOTHROW(dtrain::engine::check_outputs(cfg));
+  { MetricsWriter(notes, true).write({{"kind", "step"}, {"step", 2}}); }
+  CHECK(json_lines(notes).size() == 2);
+  // A symbolic link is named as one.
+  std::filesystem::create_symlink(notes, dir.file("link.jsonl"));
+  cfg.metrics = dir.file("link.jsonl");
+  CHECK_THAT(usage_error_message([&] { dtrain::engine::check_outputs(cfg); }),
+             Catch::Matchers::Contains("is a symbolic link"));
+  cfg.metrics = notes;
   // A whole record without its newline is kept and completed, not cut.
   { std::ofstream(notes) << "{\"kind\":\"step\",\"step\":1}"; }
   { MetricsWriter(notes, true).write({{"kind", "step"}, {"step", 2}}); }
@@ -147,6 +162,15 @@ TEST_CASE("outputs: --metrics-append continues metrics files only, and clashing 
   CHECK_THAT(usage_error_message([&] { dtrain::engine::check_outputs(runs); }),
              Catch::Matchers::Contains("option 'checkpoint-dir'") && Catch::Matchers::Contains("of their own"));
   runs.checkpoint_dir = dir.file("runs/e12/checkpoints");
+  CHECK_NOTHROW(dtrain::engine::check_outputs(runs));
+  runs.checkpoint_dir = dir.file("runs/e12/latest/ck");  // through the runs' latest link
+  CHECK_THAT(usage_error_message([&] { dtrain::engine::check_outputs(runs); }),
+             Catch::Matchers::Contains("goes through the run folders' 'latest' link"));
+  runs.checkpoint_dir = dir.file("runs");  // the runs-dir itself, with a run named like its pointer
+  runs.run_name = "latest";
+  CHECK_THAT(usage_error_message([&] { dtrain::engine::check_outputs(runs); }),
+             Catch::Matchers::Contains("option 'run-name': 'latest' is a name the checkpoints write"));
+  runs.run_name = "e12";
   CHECK_NOTHROW(dtrain::engine::check_outputs(runs));
   // A name that fits NAME_MAX alone, but not with its temporary's suffix: refused before the work.
   dtrain::engine::TrainConfig longname = cfg;

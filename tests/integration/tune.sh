@@ -99,6 +99,17 @@ expect_exit 2 "is a profile written by dtrain tune, not a metrics file: give it 
 expect_exit 2 "option 'background': '1e300' is not run, profile or a number of cores in [0, 1000000]" -- \
   "$DTRAIN" report --profile "$W/m1.ini.profile.json" --background 1e300 --metrics "$W/m1.ini.profile.json"
 expect_exit 2 "unknown command 'trian' (did you mean train?)" -- "$DTRAIN" trian
+# --out: 230 bytes is the longest whose OUT.profile.json.tmp.<pid> fits 255; the message says by how much.
+expect_exit 2 "option 'out': the file name 'yyyy" -- "$DTRAIN" tune "${job[@]}" --candidates 16 --t-c-ms 5 \
+  --out "$W/$(printf 'y%.0s' $(seq 227)).ini"
+expect_exit 2 "shorten it by 1 bytes" -- "$DTRAIN" tune "${job[@]}" --candidates 16 --t-c-ms 5 \
+  --out "$W/$(printf 'y%.0s' $(seq 227)).ini"
+"$DTRAIN" tune "${job[@]}" --candidates 16 --t-c-ms 5 --out "$W/$(printf 'y%.0s' $(seq 226)).ini" > /dev/null ||
+  fail "tune --out of 230 bytes failed"
+rm -f "$W"/yyyyyyyy*
+# A metrics file given as the profile is named as one.
+expect_exit 2 "is a metrics file of dtrain train (JSON Lines), not a profile: give it with --metrics" -- \
+  "$DTRAIN" report --profile "$W/one.jsonl" --metrics "$W/one.jsonl"
 expect_exit 2 "option 'modes': 'ring' in 'ps,ring' is not ps, hybrid or allreduce" -- \
   "$DTRAIN" tune "${job[@]}" --modes ps,ring --out "$W/x.ini"
 # A what-if profile (T_C and links given) says so where report names its source.

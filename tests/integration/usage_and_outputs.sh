@@ -221,6 +221,17 @@ printf 'line one\nlast line without newline' > "$SCRATCH/notes.txt"
 expect_exit 2 "is not a metrics file" -- "$DTRAIN" train --job "$J" "${data[@]}" --max-steps 1 --save-params "" \
   --metrics "$SCRATCH/notes.txt" --metrics-append true
 [ "$(cat "$SCRATCH/notes.txt")" = "$(printf 'line one\nlast line without newline')" ] || fail "a refused append changed the file"
+# … also when only a later line is foreign (the writer's refusal came after the failure recorder, which wrote into it).
+head -n 1 m.jsonl > "$SCRATCH/mixed.jsonl"; printf 'my notes\nimportant: do not lose' >> "$SCRATCH/mixed.jsonl"
+cp "$SCRATCH/mixed.jsonl" "$SCRATCH/mixed.before"
+expect_exit 2 "its line 2, 'my notes'" -- "$DTRAIN" train --job "$J" "${data[@]}" --max-steps 1 --save-params "" \
+  --metrics "$SCRATCH/mixed.jsonl" --metrics-append true
+cmp -s "$SCRATCH/mixed.jsonl" "$SCRATCH/mixed.before" || fail "a refused append changed the file: $(tail -c 300 "$SCRATCH/mixed.jsonl")"
+# A tail of zero bytes after a crash is cut, and the file stays readable.
+cp m.jsonl "$SCRATCH/zeros.jsonl"; head -c 100 /dev/zero >> "$SCRATCH/zeros.jsonl"
+"$DTRAIN" train --job "$J" "${data[@]}" --max-steps 3 --log-interval 1 --threads 1 --save-params "" \
+  --metrics "$SCRATCH/zeros.jsonl" --metrics-append true > /dev/null 2>&1 || fail "append after a zero tail failed"
+"$DTRAIN" report --metrics "$SCRATCH/zeros.jsonl" > /dev/null || fail "report cannot read a file continued after a zero tail"
 # A checkpoint folder that is the run folders' parent: both 'latest' names clash.
 expect_exit 2 "option 'checkpoint-dir'" -- "$DTRAIN" train --job "$J" "${data[@]}" --max-steps 1 \
   --runs-dir "$SCRATCH/cr" --run-name e12 --checkpoint-dir "$SCRATCH/cr/e12"
