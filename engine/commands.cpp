@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
-#include <set>
 #include <iostream>
 #include <sstream>
 
@@ -133,20 +132,17 @@ int cmd_data(const std::vector<std::string>& args) {
   // with imagefolder took the folders' count); --quality with --store raw is
   // warned about.
   {
-    static const std::map<std::string, std::set<std::string>> reads = {
+    static const std::map<std::string, std::vector<std::string>> reads = {
         {"fashion-mnist", {"src"}},
         {"synth", {"shape", "n", "classes", "seed"}},
         {"imagefolder", {"root", "labels", "class-table", "store", "size", "quality", "threads", "checkpoint-every"}}};
-    const auto known = reads.find(what);
-    for (const auto& [key, value] : vm) {
-      if (value.defaulted() || key == "what" || key == "help" || key == "out" || key == "overwrite") continue;
-      if (known != reads.end() && !known->second.count(key))
-        DT_USAGE("dtrain data ", what, ": option '", key, "' is not read by this dataset (it is ",
-                 key == "src" ? "fashion-mnist's" : reads.at("synth").count(key) ? "synth's" : "imagefolder's", ")");
-      if (what == "imagefolder" && key == "quality" && store == "raw")  // a warning: scripts loop over both stores
-        log::warn("dtrain data imagefolder: option 'quality' is for --store jpeg, unused with --store raw (the "
-                  "decoded pixels are stored, no JPEG is written)");
-    }
+    if (reads.count(what))
+      for (const auto& [other, keys] : reads)
+        if (other != what)
+          refuse_unread_options(vm, keys, "dtrain data " + what + ": ", "by this dataset (it is " + other + "'s)");
+    if (what == "imagefolder" && store == "raw" && !vm["quality"].defaulted())  // a warning: scripts loop over both stores
+      log::warn("dtrain data imagefolder: option 'quality' is for --store jpeg, unused with --store raw (the "
+                "decoded pixels are stored, no JPEG is written)");
   }
   if (what == "imagefolder") {
     const char* w = "dtrain data imagefolder: ";

@@ -46,16 +46,19 @@ void write_line(int fd, const std::string& path, const nlohmann::json& record) {
 }
 }  // namespace
 
+namespace {
+bool is_record(const nlohmann::json& j) { return j.is_object() && j.contains("kind") && j["kind"].is_string(); }
+}  // namespace
+
 bool is_metrics_line(const std::string& line) {
-  if (line.find_first_not_of(" \t\r") == std::string::npos) return true;
-  const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-  return j.is_object() && j.contains("kind") && j["kind"].is_string();
+  return line.find_first_not_of(" \t\r") == std::string::npos ||
+         is_record(nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false));
 }
 
 MetricsTail metrics_tail(const std::string& line) {
   if (line.find_first_not_of('\0') == std::string::npos) return MetricsTail::cut;  // zeros only
   const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-  if (j.is_object() && j.contains("kind") && j["kind"].is_string()) return MetricsTail::complete;
+  if (is_record(j)) return MetricsTail::complete;
   return j.is_discarded() && line.starts_with('{') ? MetricsTail::cut : MetricsTail::foreign;
 }
 

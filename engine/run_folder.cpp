@@ -17,6 +17,7 @@
 #include "core/error.hpp"
 #include "core/format.hpp"
 #include "engine/metrics.hpp"  // is_metrics_line, metrics_tail
+#include "io/checkpoint.hpp"      // CheckpointStore::writes_name
 #include "engine/options.hpp"  // visible, is_control_character
 
 namespace dtrain::engine {
@@ -123,14 +124,12 @@ namespace {
 
 fs::path run_parent(const TrainConfig& cfg) { return fs::path(cfg.runs_dir) / run_name(cfg); }
 
-// --metrics-append: a file that exists must be a metrics file — its first
-// line a {"kind": …} record (or, all it holds, the start of one cut by a
-// killed writer). Any other file had its last line cut and records appended
-// (a README, a notes file: a helper's finding).
-// Every line is checked, before any rank starts work (a refusal by the writer
-// came after the failure recorder, which then wrote into the refused file): a
-// whole line must be a record (or blank), a last line without its newline
-// what MetricsWriter completes or cuts (metrics_tail).
+// --metrics-append: a file that exists must be a metrics file (any other had
+// its last line cut and records appended: a README, a notes file). Every line
+// is checked before any rank starts work (a refusal by the writer came after
+// the failure recorder, which then wrote into the refused file): a whole line
+// must be a record or blank, a last line without its newline one that
+// MetricsWriter completes or cuts (metrics_tail).
 void check_metrics_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) return;  // absent: created; unreadable: the writer names the error
@@ -185,14 +184,11 @@ void check_outputs(const TrainConfig& cfg) {
                "or set the outputs explicitly (--metrics F / --save-params F, \"\" for none)");
     const std::string shown = run_parent(cfg).string();
     probe_writable(nearest_existing_folder(run_parent(cfg), "runs-dir", shown), "runs-dir", shown);
-    // The run folders' parent holds a `latest` link to the newest run folder,
-    // a checkpoint folder a `latest` file naming its newest checkpoint: one
-    // folder for both had each replace the other's (a helper's finding:
-    // --resume auto then skipped `latest` and the lock file was lost).
-    // Through the runs' `latest` link the checkpoints would land in whichever
-    // run folder it names at the time (a fresh start after a run without
-    // checkpoints); a run named like a checkpoint entry in the checkpoint
-    // folder (`latest`, `.lock`) failed after training.
+    // The checkpoint folder against the run folders (helpers' findings): as
+    // their parent, the runs' `latest` link and the checkpoints' `latest` file
+    // replaced each other (--resume auto skipped it, the lock was lost);
+    // through that link, checkpoints landed in whichever run folder it named;
+    // as the runs-dir, a run named like a checkpoint entry failed after training.
     if (!cfg.checkpoint_dir.empty()) {
       const fs::path ck = fs::absolute(cfg.checkpoint_dir).lexically_normal();
       const fs::path via = (fs::absolute(run_parent(cfg)) / "latest").lexically_normal();
@@ -200,17 +196,15 @@ void check_outputs(const TrainConfig& cfg) {
         DT_USAGE("option 'checkpoint-dir': '", visible(cfg.checkpoint_dir), "' goes through the run folders' 'latest' ",
                  "link (", visible(via.string()), "), which names another run folder at every start: give the ",
                  "checkpoints a folder of their own (e.g. ", visible((run_parent(cfg) / "checkpoints").string()), ")");
-      if (same_file(cfg.checkpoint_dir, cfg.runs_dir) &&
-          (name == "latest" || name == ".lock" || name.starts_with(".tmp-") ||
-           (name.starts_with("ckpt-") && name.ends_with(".h5"))))
+      if (same_file(cfg.checkpoint_dir, cfg.runs_dir) && io::CheckpointStore::writes_name(name))
         DT_USAGE("option 'run-name': '", visible(name), "' is a name the checkpoints write in option 'checkpoint-dir' ('",
                  visible(cfg.checkpoint_dir), "', also the runs-dir): choose another run name or checkpoint folder");
+      if (same_file(cfg.checkpoint_dir, shown))
+        DT_USAGE("option 'checkpoint-dir': '", visible(cfg.checkpoint_dir), "' is the folder of this job's run folders (",
+                 "runs-dir/run-name = ", visible(shown), "), where the runs' 'latest' link and the checkpoints' "
+                 "'latest' file would replace each other: give the checkpoints a folder of their own (e.g. ",
+                 visible((run_parent(cfg) / "checkpoints").string()), ")");
     }
-    if (!cfg.checkpoint_dir.empty() && same_file(cfg.checkpoint_dir, shown))
-      DT_USAGE("option 'checkpoint-dir': '", visible(cfg.checkpoint_dir), "' is the folder of this job's run folders (",
-               "runs-dir/run-name = ", visible(shown), "), where the runs' 'latest' link and the checkpoints' 'latest' "
-               "file would replace each other: give the checkpoints a folder of their own (e.g. ",
-               visible((run_parent(cfg) / "checkpoints").string()), ")");
   }
 }
 

@@ -188,10 +188,11 @@ int cmd_tune(const std::vector<std::string>& args) {
   for (const std::string& m : list_items(modes)) {
     if (m.empty()) DT_USAGE("dtrain tune: option 'modes': '", visible(modes), "' has an empty item (ps, hybrid, allreduce: one or more)");
     comm::Mode mode;
-    if (m == "ps") mode = comm::Mode::ps;
-    else if (m == "hybrid") mode = comm::Mode::hybrid;
-    else if (m == "allreduce") mode = comm::Mode::allreduce;
-    else DT_USAGE("dtrain tune: option 'modes': '", visible(m), "' in '", visible(modes), "' is not ps, hybrid or allreduce");
+    try {
+      mode = comm::parse_mode(m);
+    } catch (const UsageError&) {
+      DT_USAGE("dtrain tune: option 'modes': '", visible(m), "' in '", visible(modes), "' is not ps, hybrid or allreduce");
+    }
     if (std::find(t.modes.begin(), t.modes.end(), mode) != t.modes.end())
       DT_USAGE("dtrain tune: option 'modes': '", m, "' is named twice in '", visible(modes), "'");
     t.modes.push_back(mode);
@@ -209,7 +210,7 @@ int cmd_tune(const std::vector<std::string>& args) {
   }
   if (t.nodes < 1 || t.workers_per_node < 1) DT_USAGE("dtrain tune: options 'nodes' and 'workers-per-node' must be ≥ 1");
   if (t.modes == std::vector<comm::Mode>{comm::Mode::hybrid} && t.nodes * int64_t{t.workers_per_node} > 1 &&
-      (t.nodes < 2 || t.workers_per_node < 2))
+      !t.hybrid_possible())
     DT_USAGE("dtrain tune: option 'modes' = hybrid needs nodes and workers-per-node both > 1 (got ", t.nodes, " × ",
              t.workers_per_node, "); add ps or allreduce");
   if (!(t.target_efficiency > 0 && t.target_efficiency <= 1)) DT_USAGE("dtrain tune: option 'target-efficiency' must be in (0, 1]");

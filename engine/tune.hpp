@@ -28,6 +28,7 @@ struct TuneOptions {
   // hybrid, then ps, then allreduce); hybrid only with nodes and workers per
   // node both > 1; G = 1 is always allreduce.
   std::vector<comm::Mode> modes = {comm::Mode::ps, comm::Mode::hybrid, comm::Mode::allreduce};
+  bool hybrid_possible() const { return nodes > 1 && workers_per_node > 1; }  // nodes of more than one worker
   std::string out = "tuned.ini";
   bool overwrite = false;  // replace an existing OUT and OUT.profile.json
 };

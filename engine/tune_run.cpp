@@ -281,7 +281,7 @@ comm::Mode chosen_mode(const TuneOptions& t, const TableRow& last) {
   auto allowed = [&](comm::Mode m) { return std::find(t.modes.begin(), t.modes.end(), m) != t.modes.end(); };
   std::optional<comm::Mode> best;
   for (comm::Mode m : {comm::Mode::hybrid, comm::Mode::ps, comm::Mode::allreduce}) {
-    if (!allowed(m) || (m == comm::Mode::hybrid && (t.nodes < 2 || t.workers_per_node < 2))) continue;
+    if (!allowed(m) || (m == comm::Mode::hybrid && !t.hybrid_possible())) continue;
     if (!best || last.speedup(m) > last.speedup(*best)) best = m;
   }
   DT_CHECK(best.has_value(), "chosen_mode: no mode allowed (cmd_tune checks --modes)");
@@ -532,7 +532,7 @@ int run_tune(const TuneOptions& t, TrainConfig cfg, MPI_Comm world) {
     };
     std::string others;
     for (comm::Mode m : {comm::Mode::ps, comm::Mode::hybrid, comm::Mode::allreduce})
-      if (m != tuned.mode && (m != comm::Mode::hybrid || (t.nodes > 1 && t.workers_per_node > 1)))
+      if (m != tuned.mode && (m != comm::Mode::hybrid || t.hybrid_possible()))
         others += std::string(others.empty() ? "" : ", ") + comm::mode_name(m) + " " +
                   two(last.speedup(m)) +
                   (std::find(t.modes.begin(), t.modes.end(), m) == t.modes.end() ? " (not in --modes)" : "");

@@ -233,6 +233,12 @@ int CheckpointStore::remove_stray_temporaries() const {
   return removed;
 }
 
+bool CheckpointStore::writes_name(const std::string& name) {
+  int64_t step = 0;
+  return name == "latest" || name == ".lock" || name.starts_with(".tmp-") ||
+         (parse_checkpoint_name(name, &step) && name == checkpoint_file_name(step));
+}
+
 void CheckpointStore::check_names_free() const {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir_, ec)) {

@@ -115,6 +115,11 @@ class CheckpointStore {
   // writing its parameters).
   void check_names_free() const;
 
+  // A name this store writes or keeps in its folder: `latest`, `.lock`, a
+  // `.tmp-` temporary or ckpt-<step>.h5 of any step (another entry there by
+  // that name is replaced, or fails the write).
+  static bool writes_name(const std::string& name);
+
   // Writes `s` as the checkpoint of `step` with the protocol above; returns the
   // final path. Throws dtrain::Error naming the file on any I/O failure (the
   // temporary is removed; the previous checkpoint stays the latest).

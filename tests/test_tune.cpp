@@ -375,6 +375,17 @@ TEST_CASE("tuned outputs: a name that appeared since the check is refused, not r
   CHECK(dtrain::test::count_temp_files(dir.path()) == 0);
 }
 
+// 64 images 28×28×1 of 10 classes in DIR/small.h5 (the check_tune_job cases).
+static std::string small_dataset(const dtrain::test::TempDir& dir) {
+  const std::string data = dir.file("small.h5");
+  const int64_t n = 64;
+  std::vector<uint8_t> images(static_cast<size_t>(n * 28 * 28), 7);
+  std::vector<int32_t> labels(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) labels[size_t(i)] = int32_t(i % 10);
+  dtrain::io::write_dataset(data, images, n, 28, 28, 1, labels, 10);
+  return data;
+}
+
 TEST_CASE("tune checks the job's data against its model in what-if mode too, as train does", "[tune]") {
   // `dtrain tune --t-c-ms X` profiles nothing, and the data/model check lived
   // in the profiling: it wrote an AlexNet job for 28×28×1 images that train
@@ -382,12 +393,7 @@ TEST_CASE("tune checks the job's data against its model in what-if mode too, as 
   using dtrain::test::TempDir;
   using dtrain::test::usage_error_message;
   TempDir dir;
-  const std::string data = dir.file("small.h5");
-  const int64_t n = 64;
-  std::vector<uint8_t> images(static_cast<size_t>(n * 28 * 28), 7);
-  std::vector<int32_t> labels(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) labels[size_t(i)] = int32_t(i % 10);
-  dtrain::io::write_dataset(data, images, n, 28, 28, 1, labels, 10);
+  const std::string data = small_dataset(dir);
   TuneOptions t;
   t.t_c_ms = 51.2;  // what-if
   t.candidates = {16};
@@ -412,12 +418,7 @@ TEST_CASE("tune refuses a stand-in job and values the tuned job file would read 
   using dtrain::test::TempDir;
   using dtrain::test::usage_error_message;
   TempDir dir;
-  const std::string data = dir.file("small.h5");
-  const int64_t n = 64;
-  std::vector<uint8_t> images(static_cast<size_t>(n * 28 * 28), 7);
-  std::vector<int32_t> labels(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) labels[size_t(i)] = int32_t(i % 10);
-  dtrain::io::write_dataset(data, images, n, 28, 28, 1, labels, 10);
+  const std::string data = small_dataset(dir);
   TuneOptions t;
   t.candidates = {16};
   TrainConfig stand_in;
