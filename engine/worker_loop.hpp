@@ -83,6 +83,8 @@ class WorkerLoop {
   float train_step(int64_t s);
   // Allreduce mode and 1-rank jobs: the local check of the summed gradient
   // (identical on every worker) and the clipping; true when the step is skipped.
+  // *norm: the gradient's L2 norm (+Inf when non-finite), or 0 where it was
+  // not needed (no clipping: a 1-process check reads only the unproven ranges).
   bool check_local_gradient(double* norm);
   // The non-finite policy after a step (skipped or not); throws to abort.
   void count_skip(bool skipped);

@@ -99,6 +99,13 @@ class Layer {
   virtual void backward(const std::vector<const Tensor*>& in, const Tensor& out, const Tensor& dout,
                         const std::vector<float*>& din) = 0;
 
+  // True when the last backward() proved every parameter gradient it wrote
+  // finite without reading them (the linear kind: a bound from its input and
+  // output gradient, kinds/linear.cpp), so a non-finite check may skip them
+  // (Net::unproven_grad_ranges); false, the default, when only reading them
+  // tells. A proof never says finite what is not; it may fail to prove.
+  virtual bool grads_proven_finite() const { return false; }
+
   // Forward floating-point operations for the set-up shapes (multiply-add = 2).
   virtual double forward_flops() const { return 0.0; }
   // Seed for stochastic layers (dropout), set by the Net each step.

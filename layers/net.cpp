@@ -407,6 +407,7 @@ void Net::backward(const Tensor& dout, const GradReadyFn& on_ready) {
            " f32 nchw");
   std::fill(grad_written_.begin(), grad_written_.end(), 0);
   for (Edge& e : edges_) e.grad_written = 0;
+  grads_proven_.assign(nodes_.size(), 0);
   const size_t last = nodes_.size() - 1;
   Laps laps(*backend_, profiling_);
   {
@@ -460,10 +461,31 @@ void Net::backward(const Tensor& dout, const GradReadyFn& on_ready) {
       }
     }
     node.layer->backward(in, acts_[i], dacts_[i], din);
+    grads_proven_[i] = node.layer->grads_proven_finite() ? 1 : 0;
     for (auto& [target, s] : accumulate) backend_->accumulate_into(s, *target);
     laps.lap(times_[i - 1].backward_s);
     if (on_ready && node.param_end > node.param_begin) on_ready(node.param_begin, node.param_end);
   }
+}
+
+std::vector<std::pair<size_t, size_t>> Net::unproven_grad_ranges() const {
+  std::vector<std::pair<size_t, size_t>> r;
+  size_t pos = 0;  // nodes lie in the arena in node order
+  auto add = [&](size_t lo, size_t hi) {
+    if (lo >= hi) return;
+    if (!r.empty() && r.back().second == lo)
+      r.back().second = hi;
+    else
+      r.emplace_back(lo, hi);
+  };
+  for (size_t i = 1; i < nodes_.size(); ++i) {
+    const Node& node = nodes_[i];
+    if (node.param_end == node.param_begin || i >= grads_proven_.size() || !grads_proven_[i]) continue;
+    add(pos, node.param_begin);
+    pos = node.param_end;
+  }
+  add(pos, num_params());
+  return r;
 }
 
 std::vector<GradReadyEvent> Net::grad_ready_events(double* tail_flops) const {

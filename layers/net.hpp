@@ -29,6 +29,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "layers/backend.hpp"
@@ -117,6 +118,12 @@ class Net {
   // dout: gradient of the loss w.r.t. the output of the last forward(train=true).
   // Overwrites the gradient arena; calls on_ready for each layer's range.
   void backward(const Tensor& dout, const GradReadyFn& on_ready = {});
+  // The arena ranges [begin, end) (floats, merged, in arena order) whose
+  // gradients the last backward() did not prove finite (Layer::
+  // grads_proven_finite): all a non-finite check of that backward's gradients
+  // has to read. The whole arena before the first backward(). Whoever writes
+  // the gradient arena other than backward() must check it all.
+  std::vector<std::pair<size_t, size_t>> unproven_grad_ranges() const;
   // The on_ready calls backward() makes, without running it (the compute
   // stand-in of engine/compute_stand_in.hpp replays them); *tail_flops, when
   // given: the FLOPs of the layers after the last call.
@@ -219,6 +226,7 @@ class Net {
   std::vector<std::shared_ptr<float>> act_store_;
   std::shared_ptr<float> scratch_store_;
   std::vector<char> grad_written_;
+  std::vector<char> grads_proven_;  // per node: Layer::grads_proven_finite() after the last backward
   uint64_t pass_ = 0;
   std::vector<uint16_t> mirror_;  // weight_mirror(), allocated on the first call
   bool mirror_current_ = false;

@@ -66,6 +66,12 @@ double sum_of_squares(const float* x, size_t n) {
   return total;
 }
 
+bool backward_grads_finite(const Net& net) {
+  for (const auto& [lo, hi] : net.unproven_grad_ranges())
+    if (!std::isfinite(sum_of_squares(net.grads().data() + lo, hi - lo))) return false;
+  return true;
+}
+
 Sgd::Sgd(Backend& backend, SgdOptions o, std::vector<ParamRange> ranges, size_t arena_count)
     : backend_(backend), o_(o), ranges_(std::move(ranges)), count_(arena_count) {
   mom_ = backend_.allocate(std::max<size_t>(count_, 1));

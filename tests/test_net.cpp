@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <limits>
 
 #include "gradcheck.hpp"
 #include "net_fixtures.hpp"
@@ -11,6 +12,7 @@
 #include "layers/cpu/reference.hpp"
 #include "layers/layer_kinds.hpp"
 #include "layers/net.hpp"
+#include "layers/sgd.hpp"
 
 using namespace dtrain::layers;
 using dtrain::test::check_gradient;
@@ -151,4 +153,90 @@ TEST_CASE("a net runs at other batch sizes and in eval mode", "[net]") {
   const Tensor& ep = plain.forward(x4, false);
   for (int j = 0; j < 20; ++j) CHECK(ep.data()[j] == Approx(eval4[static_cast<size_t>(j)]).epsilon(1e-6));
   REQUIRE_THROWS_AS(net.forward(Tensor(Shape(1, 2, 6, 6)), false), dtrain::Error);
+}
+
+TEST_CASE("backward proves linear gradients finite from x and dy: the check reads only the rest, and stays exact",
+          "[net]") {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (int which = 0; which < 2; ++which) {
+    auto be = which == 0 ? make_reference_backend() : make_cpu_backend();
+    INFO(be->name());
+    // small_dag: convolutions and batch norm (read by the check), the linear last.
+    Net dag = small_dag(3);
+    dag.finalize(*be, 5);
+    const size_t fc = dag.param_ranges()[dag.param_ranges().size() - 2].offset;
+    REQUIRE(dag.param_ranges()[dag.param_ranges().size() - 2].name == "fc.weight");
+    using Ranges = std::vector<std::pair<size_t, size_t>>;
+    CHECK(dag.unproven_grad_ranges() == Ranges{{0, dag.num_params()}});  // before any backward
+    Tensor dl(Shape::flat(3, 5));
+    loss_of(dag, *be, input(3, 8), {0, 1, 2}, &dl);
+    dag.backward(dl);
+    CHECK(dag.unproven_grad_ranges() == Ranges{{0, fc}});
+    CHECK(backward_grads_finite(dag));
+
+    // An MLP, x [4, 8] → fc1 (16) → ReLU → fc2 (3): every parameter in a
+    // linear layer. x scaled by s, dy by t: from 1 to where dW overflows.
+    Net mlp(Shape(4, 8, 1, 1));
+    LinearOptions l;
+    l.out_features = 16;
+    int h = mlp.add(make_linear("fc1", l), Net::kInput);
+    h = mlp.add(make_relu("relu"), h);
+    l.out_features = 3;
+    mlp.add(make_linear("fc2", l), h);
+    mlp.finalize(*be, 9);
+    int proven_huge = 0, overflowed = 0;
+    for (double s : {1.0, 1e12, 1e17, 1e18, 1e19, 1e20, 1e21}) {
+      for (double t : {1.0, 1e17, 1e18, 1e19, 1e20}) {
+        INFO("x scale " << s << ", dy scale " << t);
+        Tensor x(Shape(4, 8, 1, 1));
+        auto v = dtrain::test::random_uniform(32, 3);
+        for (size_t i = 0; i < v.size(); ++i) x.data()[i] = static_cast<float>(v[i] * s);
+        mlp.forward(x, true);
+        Tensor dy(Shape::flat(4, 3));
+        auto w = dtrain::test::random_uniform(12, 4);
+        for (size_t i = 0; i < w.size(); ++i) dy.data()[i] = static_cast<float>(w[i] * t);
+        mlp.backward(dy);
+        const double all = sum_of_squares(mlp.grads().data(), mlp.num_params());
+        // Exact: the proof never hides a non-finite gradient.
+        CHECK(backward_grads_finite(mlp) == std::isfinite(all));
+        for (const auto& r : mlp.param_ranges()) {
+          bool proven = true;
+          for (const auto& [lo, hi] : mlp.unproven_grad_ranges()) proven = proven && (r.offset >= hi || r.offset + r.count <= lo);
+          if (proven) CHECK(std::isfinite(sum_of_squares(mlp.grads().data() + r.offset, r.count)));
+        }
+        if (mlp.unproven_grad_ranges().empty() && s * t >= 1e35) ++proven_huge;
+        if (!std::isfinite(all)) ++overflowed;
+      }
+    }
+    CHECK(proven_huge > 0);  // the bound proves near float's limit, not only for small values
+    CHECK(overflowed > 0);   // and the grid reaches gradients that overflow from finite x and dy
+    // A NaN in x: nothing proven, and the check sees it.
+    Tensor x(Shape(4, 8, 1, 1));
+    x.fill(0.5f);
+    x.data()[5] = nan;
+    mlp.forward(x, true);
+    Tensor dy(Shape::flat(4, 3));
+    dy.fill(0.25f);
+    mlp.backward(dy);
+    // (fc2's input may be finite: a fused ReLU may map NaN to 0.)
+    REQUIRE_FALSE(mlp.unproven_grad_ranges().empty());
+    CHECK(mlp.unproven_grad_ranges().front().first == 0);  // fc1, at least
+    CHECK(mlp.unproven_grad_ranges().front().second >= mlp.param_ranges()[1].offset + mlp.param_ranges()[1].count);
+    CHECK_FALSE(backward_grads_finite(mlp));
+  }
+  // bf16 activations: proven from the bf16 x and dy the kernel reads.
+  auto cpu = make_cpu_backend();
+  if (cpu->precision_unsupported(DType::bf16).empty()) {
+    Net net = small_dag(2);
+    NetOptions o;
+    o.precision = DType::bf16;
+    net.finalize(*cpu, 5, o);
+    Tensor dl(Shape::flat(2, 5));
+    loss_of(net, *cpu, input(2, 8), {0, 1}, &dl);
+    net.backward(dl);
+    CHECK(net.plan_report().find("bf16") != std::string::npos);
+    CHECK(net.unproven_grad_ranges() ==
+          std::vector<std::pair<size_t, size_t>>{{0, net.param_ranges()[net.param_ranges().size() - 2].offset}});
+    CHECK(backward_grads_finite(net));
+  }
 }
