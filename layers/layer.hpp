@@ -11,7 +11,9 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -66,6 +68,11 @@ Desc nchw_desc(const Shape& x, int n) {
   return d;
 }
 
+// Layer::grads_bound below this (FLT_MAX/4) proves the gradients finite: the
+// factor 4 covers float rounding, at most (1 + 2⁻²⁴)^k < 1.01 for the k ≤ 2¹⁷
+// additions of a minibatch ≤ 65536 and of the ranks' sum.
+inline constexpr double kGradBoundLimit = static_cast<double>(std::numeric_limits<float>::max()) / 4;
+
 class Layer {
  public:
   explicit Layer(std::string name) : name_(std::move(name)) {}
@@ -99,12 +106,15 @@ class Layer {
   virtual void backward(const std::vector<const Tensor*>& in, const Tensor& out, const Tensor& dout,
                         const std::vector<float*>& din) = 0;
 
-  // True when the last backward() proved every parameter gradient it wrote
-  // finite without reading them (the linear kind: a bound from its input and
-  // output gradient, kinds/linear.cpp), so a non-finite check may skip them
-  // (Net::unproven_grad_ranges); false, the default, when only reading them
-  // tells. A proof never says finite what is not; it may fail to prove.
-  virtual bool grads_proven_finite() const { return false; }
+  // A bound on the magnitude of every partial sum the last backward() formed
+  // in the parameter gradients it wrote, from what it read rather than from
+  // the gradients (the linear kind: ‖dy‖·‖x‖, kinds/linear.cpp). Below
+  // kGradBoundLimit none of them can be Inf or NaN, so a non-finite check may
+  // skip them (Net::unproven_grad_ranges); +Inf when the last backward could
+  // not bound them (or there was none). std::nullopt, the default: the kind
+  // never bounds its gradients, only reading them tells. The bounds of several
+  // ranks' gradients add up to a bound of their sum (layers::summed_grads_finite).
+  virtual std::optional<double> grads_bound() const { return std::nullopt; }
 
   // Forward floating-point operations for the set-up shapes (multiply-add = 2).
   virtual double forward_flops() const { return 0.0; }

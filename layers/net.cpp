@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "core/error.hpp"
 
@@ -407,7 +408,7 @@ void Net::backward(const Tensor& dout, const GradReadyFn& on_ready) {
            " f32 nchw");
   std::fill(grad_written_.begin(), grad_written_.end(), 0);
   for (Edge& e : edges_) e.grad_written = 0;
-  grads_proven_.assign(nodes_.size(), 0);
+  grad_bound_.assign(nodes_.size(), std::numeric_limits<double>::infinity());
   const size_t last = nodes_.size() - 1;
   Laps laps(*backend_, profiling_);
   {
@@ -461,31 +462,52 @@ void Net::backward(const Tensor& dout, const GradReadyFn& on_ready) {
       }
     }
     node.layer->backward(in, acts_[i], dacts_[i], din);
-    grads_proven_[i] = node.layer->grads_proven_finite() ? 1 : 0;
+    grad_bound_[i] = node.layer->grads_bound().value_or(std::numeric_limits<double>::quiet_NaN());
     for (auto& [target, s] : accumulate) backend_->accumulate_into(s, *target);
     laps.lap(times_[i - 1].backward_s);
     if (on_ready && node.param_end > node.param_begin) on_ready(node.param_begin, node.param_end);
   }
 }
 
-std::vector<std::pair<size_t, size_t>> Net::unproven_grad_ranges() const {
+namespace {
+
+// The complement in [0, total) of `skip`'s ranges (disjoint, in order), merged.
+std::vector<std::pair<size_t, size_t>> complement(const std::vector<std::pair<size_t, size_t>>& skip, size_t total) {
   std::vector<std::pair<size_t, size_t>> r;
-  size_t pos = 0;  // nodes lie in the arena in node order
-  auto add = [&](size_t lo, size_t hi) {
-    if (lo >= hi) return;
-    if (!r.empty() && r.back().second == lo)
-      r.back().second = hi;
-    else
-      r.emplace_back(lo, hi);
-  };
-  for (size_t i = 1; i < nodes_.size(); ++i) {
-    const Node& node = nodes_[i];
-    if (node.param_end == node.param_begin || i >= grads_proven_.size() || !grads_proven_[i]) continue;
-    add(pos, node.param_begin);
-    pos = node.param_end;
+  size_t pos = 0;
+  for (const auto& [lo, hi] : skip) {
+    if (pos < lo) r.emplace_back(pos, lo);
+    pos = hi;
   }
-  add(pos, num_params());
+  if (pos < total) r.emplace_back(pos, total);
   return r;
+}
+
+}  // namespace
+
+std::vector<std::pair<size_t, size_t>> Net::unproven_grad_ranges() const {
+  std::vector<std::pair<size_t, size_t>> proven;
+  for (const GradBound& b : grad_bounds())
+    if (b.bound < kGradBoundLimit) proven.emplace_back(b.begin, b.end);
+  return complement(proven, num_params());
+}
+
+std::vector<Net::GradBound> Net::grad_bounds() const {
+  std::vector<GradBound> r;
+  for (size_t i = 1; i < nodes_.size(); ++i) {  // nodes lie in the arena in node order
+    const Node& node = nodes_[i];
+    if (node.param_end == node.param_begin) continue;
+    const double b = i < grad_bound_.size() ? grad_bound_[i] : (node.layer->grads_bound() ? std::numeric_limits<double>::infinity()
+                                                                                          : std::numeric_limits<double>::quiet_NaN());
+    if (!std::isnan(b)) r.push_back({node.param_begin, node.param_end, b});
+  }
+  return r;
+}
+
+std::vector<std::pair<size_t, size_t>> Net::unbounded_grad_ranges() const {
+  std::vector<std::pair<size_t, size_t>> bounded;
+  for (const GradBound& b : grad_bounds()) bounded.emplace_back(b.begin, b.end);
+  return complement(bounded, num_params());
 }
 
 std::vector<GradReadyEvent> Net::grad_ready_events(double* tail_flops) const {

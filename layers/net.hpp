@@ -119,11 +119,21 @@ class Net {
   // Overwrites the gradient arena; calls on_ready for each layer's range.
   void backward(const Tensor& dout, const GradReadyFn& on_ready = {});
   // The arena ranges [begin, end) (floats, merged, in arena order) whose
-  // gradients the last backward() did not prove finite (Layer::
-  // grads_proven_finite): all a non-finite check of that backward's gradients
-  // has to read. The whole arena before the first backward(). Whoever writes
-  // the gradient arena other than backward() must check it all.
+  // gradients the last backward() did not prove finite (Layer::grads_bound
+  // not below kGradBoundLimit): all a non-finite check of that backward's
+  // gradients has to read. The whole arena before the first backward().
+  // Whoever writes the gradient arena other than backward() must check it all.
   std::vector<std::pair<size_t, size_t>> unproven_grad_ranges() const;
+  // Each layer that bounds its gradients (Layer::grads_bound has a value), in
+  // arena order: its range and the last backward()'s bound (+Inf before one);
+  // and the ranges of the layers that never do, merged. Which layers bound is
+  // fixed by the net's kinds: the same on every rank of a job.
+  struct GradBound {
+    size_t begin = 0, end = 0;
+    double bound = 0;
+  };
+  std::vector<GradBound> grad_bounds() const;
+  std::vector<std::pair<size_t, size_t>> unbounded_grad_ranges() const;
   // The on_ready calls backward() makes, without running it (the compute
   // stand-in of engine/compute_stand_in.hpp replays them); *tail_flops, when
   // given: the FLOPs of the layers after the last call.
@@ -226,7 +236,7 @@ class Net {
   std::vector<std::shared_ptr<float>> act_store_;
   std::shared_ptr<float> scratch_store_;
   std::vector<char> grad_written_;
-  std::vector<char> grads_proven_;  // per node: Layer::grads_proven_finite() after the last backward
+  std::vector<double> grad_bound_;  // per node: Layer::grads_bound() after the last backward (NaN: none; empty before one)
   uint64_t pass_ = 0;
   std::vector<uint16_t> mirror_;  // weight_mirror(), allocated on the first call
   bool mirror_current_ = false;

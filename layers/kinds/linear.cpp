@@ -1,9 +1,11 @@
 // layers/kinds/linear.cpp — parameters and kernel calls of the fully connected layer.
 #include "layers/kinds/linear.hpp"
 
-#include <cfloat>
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
+#include <optional>
 
 #include "core/error.hpp"
 #include "core/sum_squares.hpp"
@@ -35,30 +37,29 @@ class Linear final : public WeightedKernelLayer {
   void backward(const std::vector<const Tensor*>& in, const Tensor& out, const Tensor& dout,
                 const std::vector<float*>& din) override {
     WeightedKernelLayer::backward(in, out, dout, din);
-    proven_ = prove_grads_finite(*in[0], dout);
+    bound_ = bound_grads(*in[0], dout);
   }
-  bool grads_proven_finite() const override { return proven_; }
+  std::optional<double> grads_bound() const override { return bound_; }
 
  private:
   // dW[o][i] = Σ_n dy[n][o]·x[n][i] and db[o] = Σ_n dy[n][o]. Every partial
   // sum of either, in any order the kernel adds them, is at most
   // Σ_n |dy[n][o]|·|x[n][i]| ≤ ‖dy‖·‖x‖ (Cauchy–Schwarz; ‖·‖ the Frobenius
-  // norm over the minibatch), resp. √N·‖dy‖; float rounding adds a factor
-  // below (1 + 2⁻²⁴)^(2N+2) < 1.01 for N ≤ 65536. So when x and dy are finite
-  // and both bounds are under FLT_MAX/4, no product or sum overflows and no
-  // NaN can arise (that needs an Inf or NaN operand): dW and db are finite.
-  // Two reads of the minibatch's activations (x [N, IN], dy [N, OUT]) stand
-  // in for a read of the weight gradient [OUT, IN]: for AlexNet-OWT's fc6 at
-  // minibatch 16, 0.8 MB instead of 151 MB. Host memory and plain (float32
-  // or bf16) activations only; others are not proven, so checked. In bf16 the
-  // kernel's operands are x and dy as stored, added in float32.
-  bool prove_grads_finite(const Tensor& x, const Tensor& dy) const {
-    if (backend_->discrete_memory() || !x.format().is_plain() || !dy.format().is_plain()) return false;
+  // norm over the minibatch), resp. √N·‖dy‖ — the bound returned, before
+  // float rounding (kGradBoundLimit's margin). When it is below the limit, no
+  // product or sum overflows and no NaN can arise (that needs an Inf or NaN
+  // operand): dW and db are finite. Two reads of the minibatch's activations
+  // (x [N, IN], dy [N, OUT]) stand in for a read of the weight gradient
+  // [OUT, IN]: for AlexNet-OWT's fc6 at minibatch 16, 0.8 MB instead of 151
+  // MB. Host memory and plain (float32 or bf16) activations only, else +Inf.
+  // In bf16 the kernel's operands are x and dy as stored, added in float32.
+  double bound_grads(const Tensor& x, const Tensor& dy) const {
+    constexpr double inf = std::numeric_limits<double>::infinity();
+    if (backend_->discrete_memory() || !x.format().is_plain() || !dy.format().is_plain()) return inf;
     const double sx = squares(x), sdy = squares(dy);
-    if (!std::isfinite(sx) || !std::isfinite(sdy)) return false;
-    const double limit = static_cast<double>(FLT_MAX) / 4;
     const double n = static_cast<double>(x.shape().n());
-    return n <= 65536 && std::sqrt(sx) * std::sqrt(sdy) < limit && std::sqrt(n * sdy) < limit;
+    if (!std::isfinite(sx) || !std::isfinite(sdy) || n > 65536) return inf;
+    return std::max(std::sqrt(sx) * std::sqrt(sdy), std::sqrt(n * sdy));
   }
   // Σ v² of a plain float32 or bf16 tensor, in double; non-finite when any v is.
   static double squares(const Tensor& t) {
@@ -72,7 +73,7 @@ class Linear final : public WeightedKernelLayer {
     }
     return s;
   }
-  bool proven_ = false;
+  double bound_ = std::numeric_limits<double>::infinity();  // grads_bound(): none before a backward
 
 
  private:
