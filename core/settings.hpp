@@ -77,6 +77,10 @@ inline std::string fail_mode() { return get_or("DTRAIN_FAIL_MODE", "throw"); }
 inline std::optional<long> ckpt_kill_at() { return get_long("DTRAIN_CKPT_KILL_AT"); }
 inline std::optional<long> nonfinite_at_step() { return get_long("DTRAIN_NONFINITE_AT_STEP"); }
 inline std::optional<long> nonfinite_rank() { return get_long("DTRAIN_NONFINITE_RANK"); }
+// Tests only: the smallest arena (parameters) whose allreduce-mode non-finite
+// check is shared out (engine/worker_loop.cpp kSharedCheckMinParams), so
+// LeNet-5's integration runs take that path too.
+inline std::optional<long> shared_check_min_params() { return get_long("DTRAIN_SHARED_CHECK_MIN_PARAMS"); }
 inline double startup_timeout_s() {
   const std::optional<long> v = get_long("DTRAIN_STARTUP_TIMEOUT");
   return v ? static_cast<double>(*v) : 300.0;

@@ -85,6 +85,24 @@ WorkerLoop::WorkerLoop(TrainJob& job, comm::Exchange* ex, const RunOutputs& out,
     evaluator_.emplace(*job.test_set, cfg, job.topo.worker_index(), job.topo.num_workers(), ex, po_threads(job));
   if (settings::nonfinite_rank().value_or(0) == job.rank()) inject_at_ = settings::nonfinite_at_step();
   if (cfg.compute_stand_in_ms > 0) stand_in_.emplace(*job.net, cfg.compute_stand_in_ms, job.topo.num_workers());
+  // The non-finite check (check_local_gradient). Without clipping only
+  // finiteness matters, and the ranges backward proved finite need not be read
+  // (Net::unproven_grad_ranges; AlexNet-OWT's fully connected layers, 234 of
+  // its 244 MB): in a 1-process job, or in allreduce mode where the workers
+  // add their bounds and each reads a share of the rest
+  // (layers::summed_grads_finite: one more small collective, so only for
+  // arenas of kSharedCheckMinParams and more). The stand-in writes the arena
+  // without a backward, the test's injected Inf after it: read it all, or
+  // give no bounds. Where the bounds go unused, backward does not make them.
+  const size_t shared_min = static_cast<size_t>(std::max(0L, settings::shared_check_min_params().value_or(
+                                                                 static_cast<long>(kSharedCheckMinParams))));
+  if (cfg.clip_grad_norm == 0 && !stand_in_ && !job.backend->discrete_memory()) {
+    if (!ex && !inject_at_)
+      check_ = GradCheck::bounded_local;
+    else if (ex && !ex->servers_update() && job.net->num_params() >= shared_min)
+      check_ = GradCheck::bounded_shared;
+  }
+  job.net->set_grad_bounds(check_ != GradCheck::whole);
   if (ex || inject_at_)
     on_ready_ = [this, ex](size_t begin, size_t end) {
       interval_.grads_ready_bytes += static_cast<double>(end - begin) * sizeof(float);
@@ -340,26 +358,13 @@ bool WorkerLoop::check_local_gradient(double* norm) {
   const double clip = job_.cfg.clip_grad_norm;
   bool bad = false;
   double sumsq = 0;
-  // Without clipping only finiteness matters (*norm is then +Inf or 0): the
-  // ranges backward proved finite are not read (Net::unproven_grad_ranges;
-  // AlexNet-OWT's fully connected layers, 234 of its 244 MB) — in a
-  // 1-process step; in allreduce mode the workers add their bounds and each
-  // reads a share of the rest (layers::summed_grads_finite: one more small
-  // collective, so only for arenas of kSharedCheckMinParams and more). The
-  // stand-in writes the arena without a backward, and the test's injected Inf
-  // after it: read it all, or give no bounds.
-  if (clip == 0 && !stand_in_ && !job_.backend->discrete_memory()) {
-    if (!ex_ && !inject_at_) {
-      bad = !layers::backward_grads_finite(net);
-      *norm = bad ? std::numeric_limits<double>::infinity() : 0.0;
-      return bad;
-    }
-    if (ex_ && n >= kSharedCheckMinParams) {
-      bad = !layers::summed_grads_finite(net, job_.topo.worker_index(), job_.topo.num_workers(), !inject_at_,
-                                         [&](double* v, size_t c) { ex_->sum_over_workers(v, c); });
-      *norm = bad ? std::numeric_limits<double>::infinity() : 0.0;
-      return bad;
-    }
+  if (check_ == GradCheck::bounded_local || check_ == GradCheck::bounded_shared) {
+    bad = check_ == GradCheck::bounded_local
+              ? !layers::backward_grads_finite(net)
+              : !layers::summed_grads_finite(net, job_.topo.worker_index(), job_.topo.num_workers(), !inject_at_,
+                                             [&](double* v, size_t c) { ex_->sum_over_workers(v, c); });
+    *norm = bad ? std::numeric_limits<double>::infinity() : 0.0;
+    return bad;
   }
   with_host_copy(*job_.backend, net.grads().data(), n, /*write_back=*/false, [&](float* g) {
     sumsq = layers::sum_of_squares(g, n);  // all threads, in a fixed order

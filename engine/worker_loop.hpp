@@ -120,6 +120,11 @@ class WorkerLoop {
   bool in_epoch_ = false;     // inside run_epoch, before its end_epoch
   std::optional<long> inject_at_;  // test only: the step whose gradient gets +Inf here (read once)
   bool inject_ = false;            // this step writes +Inf into the gradient (DTRAIN_NONFINITE_AT_STEP)
+  // How check_local_gradient reads the gradient (constructor): all of it, the
+  // ranges backward did not prove finite, or a share of them with the bounds
+  // added over the workers (allreduce mode).
+  enum class GradCheck { whole, bounded_local, bounded_shared };
+  GradCheck check_ = GradCheck::whole;
   bool peer_signalled_ = false;  // a server reported a stop request in the last step
   bool time_asked_ = false;      // rank 0 asked for a checkpoint by time, not yet taken
   int64_t nonfinite_skips_ = 0, consecutive_skips_ = 0;

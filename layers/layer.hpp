@@ -115,6 +115,9 @@ class Layer {
   // never bounds its gradients, only reading them tells. The bounds of several
   // ranks' gradients add up to a bound of their sum (layers::summed_grads_finite).
   virtual std::optional<double> grads_bound() const { return std::nullopt; }
+  // Whether backward() works out grads_bound() (Net::set_grad_bounds; on by
+  // default): off, the kinds that bound give +Inf and read nothing for it.
+  void set_bound_grads(bool on) { bound_grads_ = on; }
 
   // Forward floating-point operations for the set-up shapes (multiply-add = 2).
   virtual double forward_flops() const { return 0.0; }
@@ -152,6 +155,7 @@ class Layer {
   Backend* backend_ = nullptr;
   std::vector<Tensor> params_, grads_, buffers_;
   const uint16_t* params_bf16_ = nullptr;  // set_params_bf16()
+  bool bound_grads_ = true;                 // set_bound_grads()
   std::vector<Shape> in_shapes_;
   Shape out_shape_;
   int kernel_n_ = -1;

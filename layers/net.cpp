@@ -492,6 +492,11 @@ std::vector<std::pair<size_t, size_t>> Net::unproven_grad_ranges() const {
   return complement(proven, num_params());
 }
 
+void Net::set_grad_bounds(bool on) {
+  for (Node& node : nodes_)
+    if (node.layer) node.layer->set_bound_grads(on);
+}
+
 std::vector<Net::GradBound> Net::grad_bounds() const {
   std::vector<GradBound> r;
   for (size_t i = 1; i < nodes_.size(); ++i) {  // nodes lie in the arena in node order

@@ -134,6 +134,9 @@ class Net {
   };
   std::vector<GradBound> grad_bounds() const;
   std::vector<std::pair<size_t, size_t>> unbounded_grad_ranges() const;
+  // Off: backward() does not work the bounds out (each a read of a layer's x
+  // and dy) and they are +Inf; for a caller whose check would not use them.
+  void set_grad_bounds(bool on);
   // The on_ready calls backward() makes, without running it (the compute
   // stand-in of engine/compute_stand_in.hpp replays them); *tail_flops, when
   // given: the FLOPs of the layers after the last call.

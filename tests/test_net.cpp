@@ -240,5 +240,31 @@ TEST_CASE("backward proves linear gradients finite from x and dy: the check read
     CHECK(net.unproven_grad_ranges() ==
           std::vector<std::pair<size_t, size_t>>{{0, net.param_ranges()[net.param_ranges().size() - 2].offset}});
     CHECK(backward_grads_finite(net));
+    // The net's last bf16 linear rounds the f32 dy it is given: a finite
+    // 3.3999e38 becomes Inf, and 0 · Inf NaN (x = 0, no bias). Not proven.
+    Net fc(Shape(2, 4, 1, 1));
+    LinearOptions l;
+    l.out_features = 3;
+    l.bias = false;
+    fc.add(make_linear("fc", l), Net::kInput);
+    fc.finalize(*cpu, 5, o);
+    Tensor x(Shape(2, 4, 1, 1));
+    x.fill(0.0f);
+    fc.forward(x, true);
+    Tensor dy(Shape::flat(2, 3));
+    dy.fill(0.0f);
+    dy.data()[0] = 3.3999e38f;
+    fc.backward(dy);
+    CHECK(backward_grads_finite(fc) == std::isfinite(sum_of_squares(fc.grads().data(), fc.num_params())));
   }
+  // Bounds switched off (a caller whose check reads everything): nothing proven.
+  auto ref = make_reference_backend();
+  Net net = small_dag(2);
+  net.finalize(*ref, 5);
+  net.set_grad_bounds(false);
+  Tensor dl(Shape::flat(2, 5));
+  const Tensor x2 = input(2, 8);
+  loss_of(net, *ref, x2, {0, 1}, &dl);
+  net.backward(dl);
+  CHECK(net.unproven_grad_ranges() == std::vector<std::pair<size_t, size_t>>{{0, net.num_params()}});
 }

@@ -37,7 +37,7 @@ class Linear final : public WeightedKernelLayer {
   void backward(const std::vector<const Tensor*>& in, const Tensor& out, const Tensor& dout,
                 const std::vector<float*>& din) override {
     WeightedKernelLayer::backward(in, out, dout, din);
-    bound_ = bound_grads(*in[0], dout);
+    bound_ = bound_grads_ ? bound_grads(*in[0], dout) : std::numeric_limits<double>::infinity();
   }
   std::optional<double> grads_bound() const override { return bound_; }
 
@@ -45,21 +45,25 @@ class Linear final : public WeightedKernelLayer {
   // dW[o][i] = Σ_n dy[n][o]·x[n][i] and db[o] = Σ_n dy[n][o]. Every partial
   // sum of either, in any order the kernel adds them, is at most
   // Σ_n |dy[n][o]|·|x[n][i]| ≤ ‖dy‖·‖x‖ (Cauchy–Schwarz; ‖·‖ the Frobenius
-  // norm over the minibatch), resp. √N·‖dy‖ — the bound returned, before
-  // float rounding (kGradBoundLimit's margin). When it is below the limit, no
-  // product or sum overflows and no NaN can arise (that needs an Inf or NaN
-  // operand): dW and db are finite. Two reads of the minibatch's activations
-  // (x [N, IN], dy [N, OUT]) stand in for a read of the weight gradient
-  // [OUT, IN]: for AlexNet-OWT's fc6 at minibatch 16, 0.8 MB instead of 151
-  // MB. Host memory and plain (float32 or bf16) activations only, else +Inf.
-  // In bf16 the kernel's operands are x and dy as stored, added in float32.
+  // norm over the minibatch), resp. √N·‖dy‖; and every element of x and dy
+  // is at most ‖x‖ resp. ‖dy‖, so a kernel that rounds them (a bf16 layer
+  // rounds the f32 dy of the net's output itself; oneDNN's bf16 fpmath mode
+  // would round f32 operands) cannot make an Inf of them. The largest of the
+  // four is the bound returned, before float rounding (kGradBoundLimit's
+  // margin): below the limit, no operand, product or sum overflows and no NaN
+  // can arise (that needs an Inf or NaN operand), so dW and db are finite.
+  // Two reads of the minibatch's activations (x [N, IN], dy [N, OUT]) stand
+  // in for a read of the weight gradient [OUT, IN]: for AlexNet-OWT's fc6 at
+  // minibatch 16, 0.8 MB instead of 151 MB. Host memory and plain (float32
+  // or bf16) activations only, else +Inf.
   double bound_grads(const Tensor& x, const Tensor& dy) const {
     constexpr double inf = std::numeric_limits<double>::infinity();
     if (backend_->discrete_memory() || !x.format().is_plain() || !dy.format().is_plain()) return inf;
     const double sx = squares(x), sdy = squares(dy);
     const double n = static_cast<double>(x.shape().n());
     if (!std::isfinite(sx) || !std::isfinite(sdy) || n > 65536) return inf;
-    return std::max(std::sqrt(sx) * std::sqrt(sdy), std::sqrt(n * sdy));
+    const double nx = std::sqrt(sx), ndy = std::sqrt(sdy);
+    return std::max({nx * ndy, std::sqrt(n) * ndy, nx, ndy});
   }
   // Σ v² of a plain float32 or bf16 tensor, in double; non-finite when any v is.
   static double squares(const Tensor& t) {

@@ -180,11 +180,14 @@ expect_exit 2 "rank 2 runs 'dtrain bench comm', rank 0 'dtrain train'" -- bounde
 #     0-based index; messages, progress lines and checkpoint names count from 1)
 # (ps: the Inf is in the last range backward reports, so the server has returned
 # the other slices speculatively and rolls the step back: comm::ServeHooks.)
-for mode in allreduce hybrid ps; do
-  margs=(); np=4; inj=3
+for mode in allreduce shared hybrid ps; do
+  margs=(); np=4; inj=3; shared=$((1 << 40))
+  # shared: allreduce with the non-finite check shared out over the workers
+  # (forced for LeNet-5's small arena), the Inf in rank 1's share or not.
+  [ "$mode" = shared ] && { margs=(--mode allreduce); shared=0; inj=1; }
   [ "$mode" = hybrid ] && { margs=(--mode hybrid --ps 1 --ranks-per-node 2); np=5; inj=2; }
   [ "$mode" = ps ] && { margs=(--mode ps --ps 1); np=5; inj=3; }
-  out=$(DTRAIN_NONFINITE_AT_STEP=7 DTRAIN_NONFINITE_RANK=$inj mp $np "$DTRAIN" train "${lenet[@]}" "${margs[@]}" \
+  out=$(DTRAIN_SHARED_CHECK_MIN_PARAMS=$shared DTRAIN_NONFINITE_AT_STEP=7 DTRAIN_NONFINITE_RANK=$inj mp $np "$DTRAIN" train "${lenet[@]}" "${margs[@]}" \
         --max-steps 12 --checkpoint-dir "nf.$mode" --checkpoint-every-steps 1 --checkpoint-keep 20 --save-params "" 2>&1) \
     || fail "$mode: the run with an Inf failed: $out"
   grep -q "step 8: the summed gradient holds an Inf or NaN; every rank skipped the update" <<<"$out" || fail "$mode: no skip logged: $out"

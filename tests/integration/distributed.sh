@@ -22,6 +22,10 @@ run() {  # run NP OUT.h5 METRICS args...
 }
 run 1 "$W/one.h5" "$W/one.jsonl" --minibatch 64
 run 4 "$W/allreduce.h5" "$W/allreduce.jsonl" --minibatch 16 --mode allreduce
+# The non-finite check shared out over the workers (AlexNet-size arenas only,
+# forced here): it decides what the whole read decides, so the same bits.
+DTRAIN_SHARED_CHECK_MIN_PARAMS=0 run 4 "$W/shared.h5" "$W/shared.jsonl" --minibatch 16 --mode allreduce
+h5diff "$W/allreduce.h5" "$W/shared.h5" /params || fail "the shared non-finite check changed the parameters"
 run 6 "$W/ps.h5" "$W/ps.jsonl" --minibatch 16 --mode ps --ps 2
 run 5 "$W/hybrid.h5" "$W/hybrid.jsonl" --minibatch 16 --mode hybrid --ps 1 --ranks-per-node 2
 run 5 "$W/hybrid2.h5" "$W/hybrid2.jsonl" --minibatch 16 --mode hybrid --ps 1 --ranks-per-node 2
