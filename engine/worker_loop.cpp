@@ -22,6 +22,7 @@
 #include "core/hash.hpp"
 #include "core/log.hpp"
 #include "core/settings.hpp"
+#include "engine/grad_check.hpp"
 #include "io/batch.hpp"
 
 namespace dtrain::engine {
@@ -90,7 +91,7 @@ WorkerLoop::WorkerLoop(TrainJob& job, comm::Exchange* ex, const RunOutputs& out,
   // (Net::unproven_grad_ranges; AlexNet-OWT's fully connected layers, 234 of
   // its 244 MB): in a 1-process job, or in allreduce mode where the workers
   // add their bounds and each reads a share of the rest
-  // (layers::summed_grads_finite: one more small collective, so only for
+  // (summed_grads_finite, engine/grad_check.hpp: one more small collective, so only for
   // arenas of kSharedCheckMinParams and more). The stand-in writes the arena
   // without a backward, the test's injected Inf after it: read it all, or
   // give no bounds. Where the bounds go unused, backward does not make them.
@@ -361,7 +362,7 @@ bool WorkerLoop::check_local_gradient(double* norm) {
   if (check_ == GradCheck::bounded_local || check_ == GradCheck::bounded_shared) {
     bad = check_ == GradCheck::bounded_local
               ? !layers::backward_grads_finite(net)
-              : !layers::summed_grads_finite(net, job_.topo.worker_index(), job_.topo.num_workers(), !inject_at_,
+              : !summed_grads_finite(net, job_.topo.worker_index(), job_.topo.num_workers(), !inject_at_,
                                              [&](double* v, size_t c) { ex_->sum_over_workers(v, c); });
     *norm = bad ? std::numeric_limits<double>::infinity() : 0.0;
     return bad;

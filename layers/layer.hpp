@@ -113,7 +113,7 @@ class Layer {
   // skip them (Net::unproven_grad_ranges); +Inf when the last backward could
   // not bound them (or there was none). std::nullopt, the default: the kind
   // never bounds its gradients, only reading them tells. The bounds of several
-  // ranks' gradients add up to a bound of their sum (layers::summed_grads_finite).
+  // ranks' gradients add up to a bound of their sum (engine/grad_check.hpp).
   virtual std::optional<double> grads_bound() const { return std::nullopt; }
   // Whether backward() works out grads_bound() (Net::set_grad_bounds; on by
   // default): off, the kinds that bound give +Inf and read nothing for it.

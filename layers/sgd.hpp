@@ -9,7 +9,6 @@
 #pragma once
 
 #include <cstddef>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -58,20 +57,6 @@ double sum_of_squares(const float* x, size_t n);
 // reads, for AlexNet-OWT, 10 of the arena's 244 MB. Only for an arena nothing
 // but backward() wrote since.
 bool backward_grads_finite(const Net& net);
-// The same answer for a gradient arena that holds the sum over `workers`
-// workers of what each one's backward() wrote (allreduce mode: the same sum
-// on each), with a 1/workers share of the reading on each worker: worker
-// `worker` (0-based) reads its share of the ranges no layer bounds
-// (Net::unbounded_grad_ranges, split by elements), and the layers' bounds
-// (Net::grad_bounds) are added over the workers — a sum below
-// kGradBoundLimit bounds the summed gradient; a layer whose sum is not below
-// it is read whole by every worker. `sum` adds count doubles over the workers
-// in place (every worker calls this at the same point, once); one call of
-// 1 + (layers that bound) doubles. own_bounds false: this worker's gradient
-// was written after its backward (a test's injected Inf), so it gives +Inf
-// for every bound. Every worker returns the same answer. Host memory.
-bool summed_grads_finite(const Net& net, int worker, int workers, bool own_bounds,
-                         const std::function<void(double*, size_t)>& sum);
 
 struct SgdOptions {
   float momentum = 0.9f;

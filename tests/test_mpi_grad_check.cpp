@@ -1,5 +1,5 @@
 // tests/test_mpi_grad_check.cpp — the allreduce-mode non-finite check
-// (layers::summed_grads_finite): each worker reads a share of the ranges no
+// (summed_grads_finite, engine/grad_check.hpp): each worker reads a share of the ranges no
 // layer bounds and the linear layers' bounds are added over the workers. On
 // every rank it must give what a read of the whole summed arena gives, for
 // gradients scaled from ordinary to past overflow (of one rank's gradient or
@@ -14,6 +14,7 @@
 #include <limits>
 #include <vector>
 
+#include "engine/grad_check.hpp"
 #include "layers/cpu/reference.hpp"
 #include "layers/layer_kinds.hpp"
 #include "layers/net.hpp"
@@ -71,7 +72,7 @@ void sum_grads(Net& net) {
 bool whole_read_finite(const Net& net) { return std::isfinite(sum_of_squares(net.grads().data(), net.num_params())); }
 
 bool check(const Net& net, bool own_bounds) {
-  return summed_grads_finite(net, world_rank(), world_size(), own_bounds, [](double* v, size_t n) {
+  return dtrain::summed_grads_finite(net, world_rank(), world_size(), own_bounds, [](double* v, size_t n) {
     MPI_Allreduce(MPI_IN_PLACE, v, static_cast<int>(n), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
   });
 }
