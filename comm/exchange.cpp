@@ -321,4 +321,15 @@ void Exchange::sum_over_workers(double* x, size_t count) {
   }
 }
 
+void Exchange::sum_over_workers_in_step(double* x, size_t count) {
+  Impl& m = *impl_;
+  DT_CHECK(m.topo.is_worker(), "sum_over_workers_in_step on a parameter server");
+  DT_CHECK(count <= m.chunk, "sum_over_workers_in_step: ", count, " doubles, more than one message");
+  if (m.topo.num_workers() == 1) return;
+  MPI_Request req = MPI_REQUEST_NULL;
+  DT_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, x, static_cast<int>(count), MPI_DOUBLE, MPI_SUM, m.workers_comm, &req));
+  const detail::WaitDeadline deadline(m.opts.step_timeout_s, [&m] { m.channel.abort_stalled(); });
+  detail::wait_one(req);
+}
+
 }  // namespace dtrain::comm

@@ -230,6 +230,10 @@ class Exchange {
   // (evaluation counts). No-ops with one worker.
   void average_over_workers(float* x, size_t count);
   void sum_over_workers(double* x, size_t count);
+  // sum_over_workers of a few doubles (count ≤ 2^31 − 1) as part of a step,
+  // after finish_step: under the step's --comm-timeout (a peer that never
+  // joins ends the job as a stalled exchange does, StepChannel::abort_stalled).
+  void sum_over_workers_in_step(double* x, size_t count);
 
  private:
   struct Impl;

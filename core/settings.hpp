@@ -74,6 +74,7 @@ inline std::string data_dir() { return get_text_or("DTRAIN_DATA_DIR", "data"); }
 inline std::optional<long> fail_at_step() { return get_long("DTRAIN_FAIL_AT_STEP"); }
 inline std::optional<long> fail_rank() { return get_long("DTRAIN_FAIL_RANK"); }
 inline std::string fail_mode() { return get_or("DTRAIN_FAIL_MODE", "throw"); }
+inline std::string fail_point() { return get_or("DTRAIN_FAIL_POINT", "start"); }
 inline std::optional<long> ckpt_kill_at() { return get_long("DTRAIN_CKPT_KILL_AT"); }
 inline std::optional<long> nonfinite_at_step() { return get_long("DTRAIN_NONFINITE_AT_STEP"); }
 inline std::optional<long> nonfinite_rank() { return get_long("DTRAIN_NONFINITE_RANK"); }

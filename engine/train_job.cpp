@@ -169,6 +169,9 @@ FailureInjection FailureInjection::from_settings(int world_size) {
   if (mode == "kill") f.mode = Mode::kill;
   else if (mode == "stop") f.mode = Mode::stop;
   else if (mode != "throw") DT_USAGE("DTRAIN_FAIL_MODE='", mode, "' is not throw, kill or stop");
+  const std::string point = settings::fail_point();
+  if (point == "check") f.in_check = true;
+  else if (point != "start") DT_USAGE("DTRAIN_FAIL_POINT='", point, "' is not start or check");
   return f;
 }
 

@@ -44,9 +44,13 @@ struct FailureInjection {
   std::optional<long> at_step;
   std::optional<long> rank;  // none: every worker (servers only when named)
   Mode mode = Mode::throw_error;
+  // DTRAIN_FAIL_POINT: where in the worker's step — "start" (before its
+  // compute) or "check" (in the non-finite check, after the exchange).
+  bool in_check = false;
 
   // Throws UsageError when DTRAIN_FAIL_RANK is not a rank of a `world_size`
-  // job or DTRAIN_FAIL_MODE is not throw, kill or stop.
+  // job, DTRAIN_FAIL_MODE is not throw, kill or stop, or DTRAIN_FAIL_POINT
+  // not start or check.
   static FailureInjection from_settings(int world_size);
   // The failure, at a hit: throw → returns true (the caller throws); kill →
   // raise(SIGKILL); stop → raise(SIGSTOP), then, if continued, returns false

@@ -265,7 +265,7 @@ LoopState WorkerLoop::loop_state() const {
 
 float WorkerLoop::train_step(int64_t s) {
   job_.report_step(step_);
-  if (job_.failures.hits_worker(step_, job_.rank()) && job_.failures.fire())
+  if (!job_.failures.in_check && job_.failures.hits_worker(step_, job_.rank()) && job_.failures.fire())
     DT_FAIL("injected failure at step ", step_, " (DTRAIN_FAIL_AT_STEP)");
   maybe_raise_test_signal(step_, job_.rank());
   // The timeline (off: tl is null and no clock is read): step, loader wait,
@@ -354,6 +354,8 @@ float WorkerLoop::train_step(int64_t s) {
 }
 
 bool WorkerLoop::check_local_gradient(double* norm) {
+  if (job_.failures.in_check && job_.failures.hits_worker(step_, job_.rank()) && job_.failures.fire())
+    DT_FAIL("injected failure at step ", step_, " (DTRAIN_FAIL_AT_STEP, DTRAIN_FAIL_POINT=check)");
   layers::Net& net = *job_.net;
   const size_t n = net.num_params();
   const double clip = job_.cfg.clip_grad_norm;
@@ -363,7 +365,7 @@ bool WorkerLoop::check_local_gradient(double* norm) {
     bad = check_ == GradCheck::bounded_local
               ? !layers::backward_grads_finite(net)
               : !summed_grads_finite(net, job_.topo.worker_index(), job_.topo.num_workers(), !inject_at_,
-                                             [&](double* v, size_t c) { ex_->sum_over_workers(v, c); });
+                                             [&](double* v, size_t c) { ex_->sum_over_workers_in_step(v, c); });
     *norm = bad ? std::numeric_limits<double>::infinity() : 0.0;
     return bad;
   }

@@ -102,9 +102,33 @@ out=$(bounded 120 mpirun -np 5 --oversubscribe --bind-to none "$DTRAIN" train "$
 grep -q "stopped responding" <<<"$out" && fail "false alarm: $out"
 echo "ok: a normal run with --heartbeat-timeout 2 ended without an alarm"
 
+# A worker stopped inside the non-finite check that allreduce mode shares out
+# over the workers (forced for LeNet-5's small arena), the heartbeat off: the
+# check's small allreduce belongs to the step, so --comm-timeout ends the job
+# (it waited forever in a blocking MPI_Allreduce before).
+rc=0
+start=$(date +%s.%N)
+out=$(DTRAIN_SHARED_CHECK_MIN_PARAMS=0 DTRAIN_FAIL_AT_STEP=5 DTRAIN_FAIL_RANK=1 DTRAIN_FAIL_MODE=stop \
+      DTRAIN_FAIL_POINT=check bounded 120 mpirun -np 3 --oversubscribe --bind-to none "$DTRAIN" train "${base[@]}" \
+      --mode allreduce --save-params "" --heartbeat-timeout 0 --comm-timeout 5 2>&1) || rc=$?
+took=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+[ "$rc" != 0 ] || fail "stopped in the check: the job exited 0: $out"
+[ "$rc" != 124 ] || fail "stopped in the check: the job hung (killed by timeout after 120 s): $out"
+grep -q "step 6: the gradient exchange did not complete within 5 s (--comm-timeout)" <<<"$out" ||
+  fail "stopped in the check: no --comm-timeout message for step 6: $out"
+awk -v t="$took" 'BEGIN { exit !(t <= 60) }' || fail "stopped in the check: the job took $took s to end"
+sleep 1
+if pgrep -f "$DTRAIN train" >/dev/null; then
+  pkill -KILL -f "$DTRAIN train"
+  fail "stopped in the check: processes left behind"
+fi
+echo "ok: a worker stopped in the shared non-finite check: exit $rc after $took s (--comm-timeout 5)"
+
 # Bad settings are usage errors naming the setting.
 expect_exit 2 "DTRAIN_FAIL_MODE='hang' is not throw, kill or stop" -- \
   env DTRAIN_FAIL_AT_STEP=1 DTRAIN_FAIL_MODE=hang "$DTRAIN" train "${base[@]}" --save-params ""
+expect_exit 2 "DTRAIN_FAIL_POINT='end' is not start or check" -- \
+  env DTRAIN_FAIL_AT_STEP=1 DTRAIN_FAIL_POINT=end "$DTRAIN" train "${base[@]}" --save-params ""
 expect_exit 2 "option 'heartbeat-timeout'" -- "$DTRAIN" train "${base[@]}" --save-params "" --heartbeat-timeout 0.5
 expect_exit 2 "option 'heartbeat-timeout'" -- "$DTRAIN" train "${base[@]}" --save-params "" --heartbeat-timeout -1
 
