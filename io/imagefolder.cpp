@@ -11,10 +11,6 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
-#include <fcntl.h>
-#include <sys/file.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -27,6 +23,7 @@
 #include "core/log.hpp"
 #include "core/settings.hpp"
 #include "io/image_codec.hpp"
+#include "io/output_lock.hpp"
 
 namespace dtrain::io {
 
@@ -231,45 +228,6 @@ std::string ImageFolderSummary::describe() const {
 
 namespace {
 
-// F.lock, flock'ed for the whole conversion: a second converter of the same F
-// (a requeued job overlapping its predecessor, two shells) stops with exit 2
-// instead of resuming from a partial file the first is still writing. The
-// kernel drops the lock when its holder dies (even by SIGKILL), so a killed
-// run never blocks the next; the holder removes the file when it ends.
-class OutputLock {
- public:
-  explicit OutputLock(const std::string& out) : path_(out + ".lock") {
-    for (;;) {
-      fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-      if (fd_ < 0) DT_USAGE("option 'out': cannot create ", path_, ": ", std::strerror(errno));
-      if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-        ::close(fd_);
-        DT_USAGE("option 'out': another dtrain data imagefolder is writing ", out, " (it holds ", path_,
-                 "); wait for it to end or stop it, then run this again");
-      }
-      struct stat held {}, named {};
-      if (::fstat(fd_, &held) == 0 && ::stat(path_.c_str(), &named) == 0 && held.st_ino == named.st_ino &&
-          held.st_dev == named.st_dev)
-        return;
-      ::close(fd_);  // its holder removed it between our open and flock: take the new one
-    }
-  }
-  ~OutputLock() {
-    ::unlink(path_.c_str());
-    ::close(fd_);
-  }
-  OutputLock(const OutputLock&) = delete;
-  OutputLock& operator=(const OutputLock&) = delete;
-
- private:
-  std::string path_;
-  int fd_ = -1;
-};
-
-}  // namespace
-
-namespace {
-
 // In a class tree, F inside a class folder would make its own partial files
 // inputs of a resumed run (F.partial*, F.skipped.txt.partial under ROOT/<class>/).
 void check_out_outside_classes(const ImageFolderOptions& o) {
@@ -283,23 +241,6 @@ void check_out_outside_classes(const ImageFolderOptions& o) {
            "outside the class folders");
 }
 
-// "F.tmp.<digits>": what a run stopped while it wrote F left (the jpeg store's
-// final copy, H5TempFile). Under the output lock no other converter writes F.
-void remove_stale_temporaries(const std::string& out) {
-  const fs::path p(out);
-  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
-  const std::string prefix = p.filename().string() + ".tmp.";
-  std::error_code ec;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
-    if (!std::all_of(name.begin() + std::ptrdiff_t(prefix.size()), name.end(), [](char c) { return c >= '0' && c <= '9'; }))
-      continue;
-    std::error_code rec;
-    if (fs::remove(it->path(), rec))
-      log::info("imagefolder: removed ", it->path().string(), ", left by a run stopped while it wrote ", out);
-  }
-}
 
 // The summary's fields that follow from the options and the file list.
 ImageFolderSummary summary_of(const ImageFolderOptions& o, const ImageList& list) {
@@ -356,7 +297,7 @@ ImageFolderSummary convert_image_folder(const ImageFolderOptions& opt) {
               " under the class folders are no regular file (a broken or looping link, a fifo, a socket) and are "
               "not converted (first: ", format::visible(list.not_files.front()), ")");
   init_vips();
-  const OutputLock lock(o.out);
+  const OutputLock lock(o.out, "dtrain data imagefolder");
 
   StoreSpec spec;
   spec.path = o.out;
@@ -367,7 +308,7 @@ ImageFolderSummary convert_image_folder(const ImageFolderOptions& opt) {
   spec.class_names = list.class_names;
   spec.resume_key = resume_key(o, list);
   if (ImageStoreWriter::finish_interrupted(spec)) {  // an earlier run stopped after F took its name
-    remove_stale_temporaries(o.out);
+    remove_stale_temporaries(o.out, "imagefolder");
     log::info("imagefolder: finished the end of an earlier run of this conversion (stopped after ", o.out,
               " was written)");
     return finished_summary(o, list);
@@ -378,7 +319,7 @@ ImageFolderSummary convert_image_folder(const ImageFolderOptions& opt) {
                            ImageStoreWriter::owns(o.out, spec);
   if (!o.overwrite && !own_partial && std::filesystem::exists(o.out))
     DT_USAGE("option 'out': ", o.out, " exists; choose another file");
-  remove_stale_temporaries(o.out);
+  remove_stale_temporaries(o.out, "imagefolder");
   std::function<void(int64_t)> kill_point;
   if (auto k = settings::convert_kill_at(); k && *k > 0)
     kill_point = [k = *k](int64_t stored) {

@@ -17,6 +17,7 @@ set(DTRAIN_IO_SOURCES
   io/image_codec.cpp
   io/image_list.cpp
   io/image_store.cpp
+  io/output_lock.cpp
   io/imagefolder.cpp
   io/augment.cpp
   io/prefetcher.cpp

@@ -6,6 +6,7 @@
 
 #include "core/error.hpp"
 #include "io/hdf5_dataset.hpp"
+#include "io/output_lock.hpp"
 
 namespace dtrain::io {
 
@@ -23,6 +24,8 @@ void synthesize_dataset(const std::string& path, int64_t n, int64_t h, int64_t w
     DT_USAGE("dtrain data synth: shape ", h, "x", w, "x", c, " and n ", n, " must be positive");
   if (classes <= 0) DT_USAGE("dtrain data synth: classes must be positive, got ", classes);
   if (chunk_samples < 0) DT_USAGE("dtrain data synth: chunk samples must be >= 0, got ", chunk_samples);
+  const OutputLock lock(path, "dtrain data synth");  // and a stopped run's temporaries go (output_lock.hpp)
+  remove_stale_temporaries(path, "synth");
   DatasetWriter writer(path, n, h, w, c, classes, 0, chunk_samples);
   const int64_t sample = h * w * c;
   const int64_t block = std::max<int64_t>(1, (int64_t{8} << 20) / sample);  // ~8 MiB per write

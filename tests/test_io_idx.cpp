@@ -3,16 +3,22 @@
 // mismatch, label ≥ 10) and the real data from Debian's dataset-fashion-mnist
 // (60000/10000 samples, 28×28×1, 6000/1000 per class): a dependency of the
 // project (scripts/setup-deps.sh, the integration tests), so its absence fails
-// the test instead of skipping it.
+// the test instead of skipping it. Also the converters' output lock and the
+// clean-up of a stopped conversion's temporaries (io/output_lock.hpp), here
+// for fashion-mnist and synth.
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 #include <zlib.h>
 
 #include <array>
 #include <filesystem>
+#include <fstream>
 
 #include "core/settings.hpp"
 #include "io/hdf5_dataset.hpp"
 #include "io/idx.hpp"
+#include "io/synth.hpp"
 #include "tests/test_io_util.hpp"
 
 using Catch::Matchers::Contains;
@@ -125,6 +131,59 @@ TEST_CASE("convert_fashion_mnist writes both splits from tiny IDX files", "[io]"
   for (size_t i = 0; i < px.size(); ++i) REQUIRE(px[i] == uint8_t(i % 256));
   dtrain::io::Hdf5Dataset test(s.test_path);
   CHECK(test.n() == 12);
+}
+
+namespace {
+// Holds "<out>.lock" as another converter would (flock locks of two open
+// files conflict within one process too).
+struct HeldLock {
+  int fd;
+  explicit HeldLock(const std::string& out) : fd(::open((out + ".lock").c_str(), O_RDWR | O_CREAT, 0644)) {
+    REQUIRE(fd >= 0);
+    REQUIRE(::flock(fd, LOCK_EX | LOCK_NB) == 0);
+  }
+  ~HeldLock() { ::close(fd); }
+};
+void touch(const std::string& path) { std::ofstream(path) << "partial"; }
+}  // namespace
+
+TEST_CASE("a converter removes the temporaries a stopped run left and refuses to run beside another", "[io]") {
+  namespace fs = std::filesystem;
+  SECTION("fashion-mnist") {
+    TempDir src, out;
+    write_fashion(src, 25, 12);
+    const std::string train = out.file("fashion-mnist-train.h5"), test = out.file("fashion-mnist-test.h5");
+    // What Ctrl-C or a killed job leaves, and two names that only look alike.
+    for (const std::string& f : {train + ".tmp.4242", test + ".tmp.17", train + ".tmp.x1", out.file("other.h5.tmp.5")})
+      touch(f);
+    {
+      const HeldLock other(train);
+      CHECK_THAT(usage_error_message([&] { dtrain::io::convert_fashion_mnist(src.path().string(), out.path().string()); }),
+                 Contains("another dtrain data fashion-mnist is writing " + train) && Contains(train + ".lock"));
+      CHECK((!fs::exists(train) && !fs::exists(test) && fs::exists(train + ".tmp.4242")));  // nothing touched
+    }
+    fs::remove(train + ".lock");
+    const auto s = dtrain::io::convert_fashion_mnist(src.path().string(), out.path().string());
+    CHECK((s.n_train == 25 && s.n_test == 12));
+    CHECK((!fs::exists(train + ".tmp.4242") && !fs::exists(test + ".tmp.17")));
+    CHECK((fs::exists(train + ".tmp.x1") && fs::exists(out.file("other.h5.tmp.5"))));  // not theirs
+    CHECK(!fs::exists(train + ".lock"));
+  }
+  SECTION("synth") {
+    TempDir out;
+    const std::string f = out.file("s.h5");
+    touch(f + ".tmp.99");
+    {
+      const HeldLock other(f);
+      CHECK_THAT(usage_error_message([&] { dtrain::io::synthesize_dataset(f, 4, 8, 8, 1, 2); }),
+                 Contains("another dtrain data synth is writing " + f));
+      CHECK((!fs::exists(f) && fs::exists(f + ".tmp.99")));
+    }
+    fs::remove(f + ".lock");
+    dtrain::io::synthesize_dataset(f, 4, 8, 8, 1, 2);
+    CHECK(dtrain::io::Hdf5Dataset(f).n() == 4);
+    CHECK((!fs::exists(f + ".tmp.99") && !fs::exists(f + ".lock")));
+  }
 }
 
 TEST_CASE("convert_fashion_mnist rejects inconsistent inputs", "[io]") {
