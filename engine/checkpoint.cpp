@@ -113,7 +113,10 @@ const io::FloatArray& get_array(const io::CheckpointState& s, const std::string&
 // ---------------------------------------------------------------- the writer
 
 // One thread on rank 0; at most one write in flight (submit waits for the
-// previous one). An error of a write is rethrown by the next submit or wait.
+// previous one). An error of a write is rethrown by the next take_done (every
+// step boundary polls it), submit or wait: the job ends at the first boundary
+// after the write failed, not at the next checkpoint — training on without a
+// checkpoint to fall back on would only lose more on a preemption.
 struct Checkpointer::Writer {
   explicit Writer(io::CheckpointStore& s) : store(s), thread([this] { loop(); }) {}
   ~Writer() {
@@ -154,6 +157,11 @@ struct Checkpointer::Writer {
   }
   std::vector<CheckpointWritten> take_done() {
     std::lock_guard<std::mutex> lk(mu);
+    if (error) {
+      std::exception_ptr e = error;
+      error = nullptr;
+      std::rethrow_exception(e);
+    }
     std::vector<CheckpointWritten> d;
     d.swap(done);
     return d;
@@ -391,8 +399,9 @@ ResumePoint Checkpointer::restore() {
       log::info("dtrain: the checkpoint was taken with ", ints[5], " worker(s), ", servers, " server(s), mode ",
                 str("mode"), "; this run has ", job_.topo.num_workers(), ", ", job_.topo.num_servers(), ", ",
                 comm::mode_name(job_.cfg.mode), ": the arena is re-sharded",
-                ints[5] != job_.topo.num_workers() ? " and every worker starts from the mean batch-norm statistics"
-                                                   : "");
+                ints[5] != job_.topo.num_workers() && nb > 0
+                    ? " and every worker starts from the mean batch-norm statistics"
+                    : "");
   }
   MPI_Comm world = job_.topo.world();
   DT_CHECK_MPI(MPI_Bcast(ints, 6, MPI_INT64_T, 0, world));

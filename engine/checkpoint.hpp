@@ -102,12 +102,13 @@ class Checkpointer {
   // Workers, all of them: one checkpoint of `state`. ex: null in a 1-rank job.
   // final: the job stops after it (the servers leave serve()); the write is
   // waited for. Throws Error on rank 0 when the state is not finite or the
-  // write fails.
+  // previous write failed.
   void take(const LoopState& state, comm::Exchange* ex, bool final);
   // Servers, after serve() returned for a checkpoint.
   void serve_side(comm::Exchange& ex);
 
-  // Rank 0: writes finished since the last call (for the metrics).
+  // Rank 0: writes finished since the last call (for the metrics). Throws
+  // the Error of a write that failed since (called at every step boundary).
   std::vector<CheckpointWritten> finished();
   // Rank 0: waits for the write in flight; rethrows its error.
   void wait();

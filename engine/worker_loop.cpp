@@ -202,8 +202,13 @@ bool WorkerLoop::run_epoch(int64_t first, TrainResult& result) {
     // Every log-interval steps of the epoch (not of this start: a resumed run's
     // lines and records fall on the uninterrupted run's steps), and at its end.
     if ((s + 1) % job_.cfg.log_interval == 0 || epoch_end) end_interval(s, lr, result);
-    if (epoch_end) end_epoch(seconds_since(epoch_start), result);
-    if (!boundary(epoch_end, result) || last) return false;
+    const double epoch_time = epoch_end ? seconds_since(epoch_start) : 0.0;
+    if (epoch_end) close_epoch(epoch_time, result);
+    // The epoch's checkpoint (when due) before its evaluation: a test set
+    // that fails to read loses the evaluation, not the epoch's training.
+    const bool go_on = boundary(epoch_end, result);
+    if (epoch_end) evaluate_epoch(epoch_time, result);
+    if (!go_on || last) return false;
     if (epoch_end) return true;
   }
   return true;  // not reached: the epoch's last step returns above
@@ -425,17 +430,21 @@ void WorkerLoop::end_interval(int64_t s, float lr, TrainResult& result) {
   interval_ = IntervalStats{};
 }
 
-void WorkerLoop::end_epoch(double epoch_time, TrainResult& result) {
+void WorkerLoop::close_epoch(double epoch_time, TrainResult& result) {
   result.epochs = epoch_ + 1;
   train_seconds_ += epoch_time;
   in_epoch_ = false;
   layers::Net& net = *job_.net;
   // Batch-norm running statistics: the mean over workers, so every rank
-  // evaluates (and saves) the same model.
+  // checkpoints, evaluates and saves the same model.
   const size_t nb = static_cast<size_t>(net.buffers().numel());
   if (ex_ && nb > 0)
     with_host_copy(*job_.backend, net.buffers().data(), nb, true,
                    [&](float* h) { ex_->average_over_workers(h, nb); });
+}
+
+void WorkerLoop::evaluate_epoch(double epoch_time, TrainResult& result) {
+  layers::Net& net = *job_.net;
   if (evaluator_) {
     const Evaluation e = evaluator_->evaluate(net, *job_.backend);
     result.test_loss = e.loss;

@@ -92,7 +92,12 @@ class WorkerLoop {
   // Returns false when the job stops here (requeue).
   bool boundary(bool epoch_end, TrainResult& result);
   void end_interval(int64_t s, float lr, TrainResult& result);
-  void end_epoch(double epoch_time, TrainResult& result);
+  // An epoch's end, in two parts around the boundary (its checkpoint):
+  // close_epoch (training time, batch-norm statistics averaged), then
+  // evaluate_epoch (the test set and the epoch record) — so an evaluation
+  // that fails (a damaged test file) finds the epoch already checkpointed.
+  void close_epoch(double epoch_time, TrainResult& result);
+  void evaluate_epoch(double epoch_time, TrainResult& result);
   LoopState loop_state() const;
   double trained_seconds() const;  // train_seconds_ plus the running epoch's part
   void check_same_params();
@@ -117,7 +122,7 @@ class WorkerLoop {
   IntervalStats interval_;
   double train_seconds_ = 0;  // wall time of the epochs done, evaluation excluded
   Clock::time_point epoch_start_{};
-  bool in_epoch_ = false;     // inside run_epoch, before its end_epoch
+  bool in_epoch_ = false;     // inside run_epoch, before its close_epoch
   std::optional<long> inject_at_;  // test only: the step whose gradient gets +Inf here (read once)
   bool inject_ = false;            // this step writes +Inf into the gradient (DTRAIN_NONFINITE_AT_STEP)
   // How check_local_gradient reads the gradient (constructor): all of it, the

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # What goes wrong around checkpoints (docs/reliability.md): a dtrain process
 # SIGKILLed while writing one leaves the previous one loadable and its
-# temporaries are removed at the next start; bad checkpoint folders and files
+# temporaries are removed at the next start; an evaluation that fails finds
+# its epoch checkpointed, and a failed checkpoint write ends the run at the
+# next step boundary; bad checkpoint folders and files
 # are exit-2 errors naming them, with nothing written; an Inf in one worker's
 # gradient makes every rank skip that step (or, with abort, ends the run
 # naming it); memory and open HDF5 objects stay flat across epochs.
@@ -14,6 +16,9 @@ lenet=(--job "$SRC/jobs/fashion_lenet.ini" --train-data "$D/fashion-mnist-train.
 
 # --- 1. SIGKILL inside a checkpoint write (the writer thread of the real binary)
 "$DTRAIN" train "${lenet[@]}" --max-steps 30 --save-params kill.ref.h5 > kill.ref.log 2>&1 || fail "reference run"
+# (Its 30 steps end inside the job file's warm-up of 0.5 epoch: said once, at start.)
+[ "$(grep -c "option 'max-steps' = 30 ends the run inside the warm-up of 1875 steps" kill.ref.log)" = 1 ] \
+  || fail "a run cut inside its warm-up by --max-steps was not warned about once: $(head -5 kill.ref.log)"
 # A write of the 3 arrays passes 14 kill points; the second checkpoint (step 20) holds points 15-28.
 for point in 15 16 17 18 20 22 24 25 26 27 28; do
   rm -rf "k$point"
@@ -39,6 +44,41 @@ secs=$(sed -n 's/.*finished [0-9]* steps in [0-9]* epoch(s), \([0-9.]*\) s.*/\1/
 python3 -c "import sys; n, s = int(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if n <= s / 0.5 + 2 else 1)" "$n" "$secs" \
   || fail "timed checkpoints: $n in $secs s, more than one per 0.5 s"
 echo "ok: --checkpoint-every-s 0.5: $n checkpoints in $secs s, exit 0"
+
+# --- 1c. a failure between checkpoints loses no more than it must. A test set
+# that fails to read at an epoch's evaluation (a damaged compressed chunk: it
+# opens and validates, then inflate fails) finds that epoch checkpointed — the
+# checkpoint comes before the evaluation — and a resume with a readable test set
+# goes on from it (before: the run ended with the checkpoint folder empty).
+"$DTRAIN" data synth --shape 28x28x1 --n 512 --classes 10 --out ev.h5 > /dev/null
+h5repack -f /images:GZIP=1 -l /images:CHUNK=64x28x28x1 ev.h5 evz.h5
+python3 -c "import os, sys; f = open(sys.argv[1], 'r+b'); f.seek(int(os.path.getsize(sys.argv[1]) * 0.6)); f.write(bytes(200))" evz.h5
+ev=(--job "$SRC/jobs/fashion_lenet.ini" --train-data ev.h5 --threads 1 --epochs 2 --metrics "" --save-params ""
+    --checkpoint-dir evck)
+rm -rf evck
+expect_exit 2 "evz.h5: /images: reading samples" -- "$DTRAIN" train "${ev[@]}" --test-data evz.h5
+[ "$(cat evck/latest 2>/dev/null)" = ckpt-0000000008.h5 ] || fail "no checkpoint of epoch 1 (8 steps) after its evaluation failed: $(ls -a evck)"
+out=$("$DTRAIN" train "${ev[@]}" --test-data ev.h5 --resume auto 2>&1) || fail "the resume with a readable test set failed: $out"
+grep -q "resuming from evck/ckpt-0000000008.h5: 8 steps done, epoch 2 step 1 next" <<<"$out" || fail "resumed elsewhere: $out"
+grep -q "^epoch 2 done in .* test accuracy" <<<"$out" || fail "the resumed run did not evaluate epoch 2: $out"
+echo "ok: an evaluation that fails leaves its epoch checkpointed; the resume goes on from it"
+# A checkpoint write that fails (a file-size limit: EFBIG; SIGXFSZ ignored as a
+# batch system's limit would leave it) ends the run at the next step boundary,
+# not at the next checkpoint: ResNet-18's 89 MB against a 16 MB limit (PMIx
+# needs a few MB to start), checkpoints every 5 steps.
+"$DTRAIN" data synth --shape 224x224x3 --n 16 --classes 10 --out r224.h5 > /dev/null
+rm -rf fsz
+rc=0
+( trap '' XFSZ; ulimit -f 16000; exec "$DTRAIN" train --model resnet18 --train-data r224.h5 --test-data "" --threads 2 \
+    --minibatch 2 --metrics "" --max-steps 30 --checkpoint-dir fsz --checkpoint-every-steps 5 \
+    --checkpoint-epoch-end false --log-interval 1 --save-params "" ) > fsz.log 2>&1 || rc=$?
+[ "$rc" = 1 ] || fail "a failed checkpoint write: exit $rc, wanted 1: $(tail -3 fsz.log)"
+grep -q "error: .*ckpt-0000000005.*File too large" fsz.log || fail "the failed write of step 5 is not named: $(tail -3 fsz.log)"
+last=$(sed -n 's/^epoch [0-9]*\/[0-9]* step [0-9]*\/[0-9]* (run step \([0-9]*\)\/.*/\1/p' fsz.log | tail -1)
+[ -n "$last" ] && [ "$last" -lt 10 ] || fail "the run went on to step $last after the write of step 5 failed: $(tail -3 fsz.log)"
+if ls -a fsz | grep -q '^\.tmp-'; then fail "the failed write left its temporary: $(ls -a fsz)"; fi
+rm -f r224.h5
+echo "ok: a failed checkpoint write ends the run at step $last (the write of step 5), not at the next checkpoint"
 
 # --- 2. bad folders and files: exit 2 naming them, nothing written
 touch afile
@@ -90,6 +130,14 @@ out=$("$DTRAIN" train "${lenet[@]}" --max-steps 40 --lr 0.05 --resume old/ckpt-0
 grep -q "was taken with another optimisation (planned steps 20 → 40, lr at step 20" <<<"$out" \
   || fail "a changed schedule was not logged: $out"
 echo "ok: a changed learning rate and plan on resume are logged"
+# Another worker count re-shards and says so; LeNet-5 has no batch-norm statistics to average.
+out=$(mp 2 "$DTRAIN" train --job "$SRC/jobs/fashion_lenet.ini" --train-data "$D/fashion-mnist-train.h5" --test-data "" \
+      --threads 1 --minibatch 8 --log-interval 1000 --metrics "" --checkpoint-epoch-end false --max-steps 22 \
+      --resume old/ckpt-0000000020.h5 --save-params "" 2>&1) \
+  || fail "the 1-worker checkpoint resumed by 2 workers failed: $out"
+grep -q "the arena is re-sharded" <<<"$out" || fail "the new worker count was not logged: $out"
+if grep -q "batch-norm" <<<"$out"; then fail "LeNet-5 has no batch norm, yet the resume spoke of its statistics: $out"; fi
+echo "ok: 1 → 2 workers on resume: re-sharded, logged, no word of batch norm for LeNet-5"
 # What the job trains on, changed between a stop and its resume (a job file
 # edited before the requeue): another training file of the same size, other
 # normalisation, augmentation, clipping, decay of biases. Each is logged; they
