@@ -264,6 +264,11 @@ TrainJob::TrainJob(const TrainConfig& c, MPI_Comm world) : cfg(c), topo(world, t
   sampler.emplace(n_train, topo.num_workers(), topo.is_worker() ? topo.worker_index() : 0, cfg.minibatch,
                   static_cast<uint64_t>(cfg.seed));
   schedule = make_schedule(cfg, steps_per_epoch());
+  if (schedule.warmup_steps > schedule.total_steps && rank() == 0)  // only --max-steps can cut into it
+    log::warn("option 'max-steps' = ", cfg.max_steps, " ends the run inside the warm-up of ", schedule.warmup_steps,
+              " steps (warmup-epochs ", cfg.warmup_epochs, " × ", steps_per_epoch(),
+              " steps per epoch): the learning rate never reaches lr = ", cfg.lr, " (its last step runs at ",
+              schedule.at(schedule.total_steps - 1), "); lower warmup-epochs for a short run");
 
   layers::SgdOptions so;
   so.momentum = cfg.momentum;

@@ -224,7 +224,7 @@ FloatArray read_array(hid_t group, const std::string& name, const std::string& p
   a.data.resize(size_t(n));
   if (n > 0 &&
       H5Dread(dset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, a.data.data()) < 0)
-    DT_USAGE(where, ": read failed (truncated file?)", h5_error_suffix());
+    DT_USAGE(where, ": read failed (a truncated or damaged file?)", h5_error_suffix());
   if (crc32_of(a.data) != crc)
     DT_USAGE(where, ": crc32 mismatch (stored ", crc, ", computed ", crc32_of(a.data),
              "): the data is corrupt");

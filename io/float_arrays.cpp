@@ -48,7 +48,7 @@ std::vector<float> load_float_array(const std::string& path, const std::string& 
   H5Sget_simple_extent_dims(space.get(), &n, nullptr);
   std::vector<float> out(n);
   if (n > 0 && H5Dread(dset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()) < 0)
-    DT_USAGE(path, ": ", obj, ": read failed (truncated file?)", h5_error_suffix());
+    DT_USAGE(path, ": ", obj, ": read failed (a truncated or damaged file?)", h5_error_suffix());
   return out;
 }
 

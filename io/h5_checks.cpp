@@ -55,7 +55,7 @@ std::vector<int32_t> read_labels(hid_t file, const std::string& path, int64_t n,
     DT_USAGE(path, ": /labels: has ", ldims[0], " entries but ", n_from, " has ", n, " samples");
   std::vector<int32_t> out(static_cast<size_t>(n));
   if (H5Dread(labels.get(), H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()) < 0)
-    DT_USAGE(path, ": /labels: read failed (truncated file?)", h5_error_suffix());
+    DT_USAGE(path, ": /labels: read failed (a truncated or damaged file?)", h5_error_suffix());
   for (int64_t i = 0; i < n; ++i)
     if (out[size_t(i)] < 0 || out[size_t(i)] >= classes)
       DT_USAGE(path, ": /labels: label ", out[size_t(i)], " at index ", i, " is outside [0, ", classes, ")");

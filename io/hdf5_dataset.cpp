@@ -389,7 +389,7 @@ void Hdf5Dataset::read_range(int64_t begin, int64_t count, uint8_t* out) const {
   H5Id mspace(DT_H5(H5Screate_simple(4, cnt, nullptr)), H5Sclose);
   if (H5Dread(images_.get(), H5T_NATIVE_UINT8, mspace.get(), fspace.get(), H5P_DEFAULT, out) < 0) {
     watch_.check("/images");  // a file changed under the job: say so, not only that the read failed
-    DT_USAGE(path_, ": /images: reading samples [", begin, ", ", begin + count, ") failed (truncated file?)",
+    DT_USAGE(path_, ": /images: reading samples [", begin, ", ", begin + count, ") failed (a truncated or damaged file?)",
              h5_error_suffix());
   }
   watch_.check("/images");
@@ -434,7 +434,7 @@ void Hdf5Dataset::read_images(const std::vector<int64_t>& indices, uint8_t* out)
                 dst + i * sb) < 0) {
       watch_.check("/images");  // a file changed under the job: say so, not only that the read failed
       DT_USAGE(path_, ": /images: reading samples [", sorted[i], ", ", sorted[j - 1] + 1,
-               ") failed (truncated file?)", h5_error_suffix());
+               ") failed (a truncated or damaged file?)", h5_error_suffix());
     }
     i = j;
   }

@@ -90,7 +90,7 @@ JpegDataset::JpegDataset(const std::string& path) : path_(path) {
     n_ = int64_t(dims[0]) - 1;
     offsets_.resize(dims[0]);
     if (H5Dread(off.get(), H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, offsets_.data()) < 0)
-      DT_USAGE(path, ": /offsets: read failed (truncated file?)", h5_error_suffix());
+      DT_USAGE(path, ": /offsets: read failed (a truncated or damaged file?)", h5_error_suffix());
     if (offsets_[0] != 0) DT_USAGE(path, ": /offsets: offsets[0] is ", offsets_[0], ", expected 0");
     for (int64_t i = 0; i < n_; ++i)
       if (offsets_[size_t(i) + 1] <= offsets_[size_t(i)])
@@ -111,7 +111,7 @@ JpegDataset::JpegDataset(const std::string& path) : path_(path) {
       DT_USAGE(path, ": /shapes: has ", dims[0], " rows but /offsets has ", n_, " samples");
     shapes_.resize(size_t(n_) * 3);
     if (H5Dread(sh.get(), H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, shapes_.data()) < 0)
-      DT_USAGE(path, ": /shapes: read failed (truncated file?)", h5_error_suffix());
+      DT_USAGE(path, ": /shapes: read failed (a truncated or damaged file?)", h5_error_suffix());
     int64_t off_size = 0, first = -1;
     for (int64_t i = 0; i < n_; ++i) {
       const int32_t* s = &shapes_[size_t(i) * 3];
@@ -176,7 +176,7 @@ void JpegDataset::read_stored(const std::vector<int64_t>& sorted, StoredSamples&
                 out.bytes.data() + out.offsets[i]) < 0) {
       watch_.check("/jpeg");  // a file changed under the job: say so, not only that the read failed
       DT_USAGE(path_, ": /jpeg: reading the bytes of samples [", sorted[i], ", ", sorted[j - 1] + 1,
-               ") failed (truncated file?)", h5_error_suffix());
+               ") failed (a truncated or damaged file?)", h5_error_suffix());
     }
     i = j;
   }

@@ -51,6 +51,7 @@ rm -rf lay.c && cp -r hybrid.c lay.c && rm -f lay.c/ckpt-0000000025.h5 && \
 mp 2 "$DTRAIN" train "${base[@]}" --minibatch 16 --checkpoint-dir lay.c --resume auto > lay.log 2>&1 \
   || fail "resuming with another layout failed: $(tail -5 lay.log)"
 grep -q "the arena is re-sharded" lay.log || fail "the layout change was not logged"
+grep -q "every worker starts from the mean batch-norm statistics" lay.log || fail "ResNet-20's statistics on 4 → 2 workers not logged"
 echo "ok: a 4-worker hybrid checkpoint resumed by 2 allreduce workers (re-sharded, logged)"
 expect_exit 2 "a different global minibatch would silently change the optimisation" -- \
   mp 2 "$DTRAIN" train "${base[@]}" --minibatch 8 --resume "hybrid.c/ckpt-0000000025.h5"
