@@ -25,4 +25,15 @@ void warn(Args&&... args) {
   std::fflush(stderr);
 }
 
+// A warning about what every rank of a job finds alike — a property of a
+// file they all open, such as a dataset's chunk layout: printed by rank 0 only
+// (by any process whose rank is unknown, as before MPI starts or in a 1-rank
+// job). A rank opening another file of that name (a node-local copy) with
+// another layout is not heard; its warnings() still hold it.
+template <typename... Args>
+void warn_from_rank0(Args&&... args) {
+  if (error_rank() > 0) return;
+  warn(std::forward<Args>(args)...);
+}
+
 }  // namespace dtrain::log

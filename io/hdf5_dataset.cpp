@@ -268,7 +268,7 @@ int64_t next_prime(int64_t x) {
 void Hdf5Dataset::inspect_layout(const Hdf5Options& options) {
   auto warn = [this](const std::string& msg) {
     warnings_.push_back(msg);
-    log::warn(path_, ": /images: ", msg);
+    log::warn_from_rank0(path_, ": /images: ", msg);
   };
   H5Id dcpl(H5Dget_create_plist(images_.get()), H5Pclose);
   if (!dcpl.valid()) DT_USAGE(path_, ": /images: cannot read creation properties", h5_error_suffix());

@@ -31,7 +31,7 @@
 // selected bytes on the direct path, whole chunks on a miss of an LRU model of
 // the chunk cache otherwise. Repeated indices are read once, so it can be < 1.
 //
-// Layout warnings at open (log::warn, also kept in warnings()): chunks smaller
+// Layout warnings at open (log::warn_from_rank0, also kept in warnings()): chunks smaller
 // than 64 KiB (unless one chunk holds the whole set), chunks that split a
 // sample, a compressed set that does not fit the chunk cache, an optional
 // filter this HDF5 lacks. A mandatory filter this HDF5 lacks is a UsageError:

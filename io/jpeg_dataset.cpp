@@ -47,7 +47,7 @@ void JpegDataset::open_jpeg_bytes() {
     const std::string msg = "compressed: JPEG bytes do not compress, and every random read decodes whole "
                             "chunks; store /jpeg uncompressed";
     warnings_.push_back(msg);
-    log::warn(path_, ": /jpeg: ", msg);
+    log::warn_from_rank0(path_, ": /jpeg: ", msg);
   } else {
     // Uncompressed: everything offsets[N] promises must be in the file.
     const hsize_t stored = H5Dget_storage_size(probe.get());
@@ -128,7 +128,7 @@ JpegDataset::JpegDataset(const std::string& path) : path_(path) {
                                              "x", shapes_[size_t(first) * 3 + 1],
                                              ") have a shorter side other than the file's size ", size_);
       warnings_.push_back(msg);
-      log::warn(path, ": /shapes: ", msg);
+      log::warn_from_rank0(path, ": /shapes: ", msg);
     }
   }
   labels_ = read_labels(f, path, n_, classes_, "/offsets");

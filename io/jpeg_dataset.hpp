@@ -9,7 +9,7 @@
 // increasing, offsets[N] = the bytes of /jpeg; /shapes int32 [N, 3] with H, W ≥ 1
 // and C = 3; /labels int32 [N] in [0, classes); an uncompressed /jpeg whose
 // stored bytes fall short of offsets[N] (an incomplete file); a mandatory
-// filter this HDF5 lacks. Warnings (log::warn and warnings()): images whose
+// filter this HDF5 lacks. Warnings (log::warn_from_rank0 and warnings()): images whose
 // shorter side is not `size`; a compressed /jpeg (JPEG bytes do not compress;
 // every random read decodes whole chunks). A JPEG that does not decode, or
 // decodes to another size than /shapes says, is an Error at its decode

@@ -51,7 +51,8 @@ echo "ok: --checkpoint-every-s 0.5: $n checkpoints in $secs s, exit 0"
 # checkpoint comes before the evaluation — and a resume with a readable test set
 # goes on from it (before: the run ended with the checkpoint folder empty).
 "$DTRAIN" data synth --shape 28x28x1 --n 512 --classes 10 --out ev.h5 > /dev/null
-h5repack -f /images:GZIP=1 -l /images:CHUNK=64x28x28x1 ev.h5 evz.h5
+h5repack -f /images:GZIP=1 -l /images:CHUNK=64x28x28x1 ev.h5 evc.h5
+cp evc.h5 evz.h5
 python3 -c "import os, sys; f = open(sys.argv[1], 'r+b'); f.seek(int(os.path.getsize(sys.argv[1]) * 0.6)); f.write(bytes(200))" evz.h5
 ev=(--job "$SRC/jobs/fashion_lenet.ini" --train-data ev.h5 --threads 1 --epochs 2 --metrics "" --save-params ""
     --checkpoint-dir evck)
@@ -62,6 +63,12 @@ out=$("$DTRAIN" train "${ev[@]}" --test-data ev.h5 --resume auto 2>&1) || fail "
 grep -q "resuming from evck/ckpt-0000000008.h5: 8 steps done, epoch 2 step 1 next" <<<"$out" || fail "resumed elsewhere: $out"
 grep -q "^epoch 2 done in .* test accuracy" <<<"$out" || fail "the resumed run did not evaluate epoch 2: $out"
 echo "ok: an evaluation that fails leaves its epoch checkpointed; the resume goes on from it"
+# (evc.h5's 50 KB chunks draw a layout warning: from rank 0 alone, not from each of the 3 ranks.)
+out=$(mp 3 "$DTRAIN" train --job "$SRC/jobs/fashion_lenet.ini" --train-data evc.h5 --test-data "" --threads 1 \
+      --minibatch 16 --mode ps --ps 1 --max-steps 2 --metrics "" --save-params "" 2>&1) || fail "3 ranks on evc.h5: $out"
+[ "$(grep -c "evc.h5: /images: chunks of 64 samples hold 50176 bytes" <<<"$out")" = 1 ] \
+  || fail "the layout warning was not printed once in a 3-rank job: $out"
+echo "ok: a dataset's layout warning comes once from a 3-rank job"
 # A checkpoint write that fails (a file-size limit: EFBIG; SIGXFSZ ignored as a
 # batch system's limit would leave it) ends the run at the next step boundary,
 # not at the next checkpoint: ResNet-18's 89 MB against a 16 MB limit (PMIx
