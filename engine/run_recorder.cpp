@@ -63,10 +63,11 @@ void RunRecorder::interval(const IntervalReport& r, const IntervalStats& s) {
 }
 
 void RunRecorder::epoch(int epoch, int64_t step, double test_loss, double test_accuracy, double test_top5_accuracy,
-                        double epoch_time_s) {
+                        double epoch_time_s, bool at_resume) {
   if (!rank0_) return;
   nlohmann::json rec = {{"kind", "epoch"}, {"epoch", epoch}, {"step", step}, {"epoch_time_s", epoch_time_s},
                         {"rss_bytes", resident_bytes()}, {"hdf5_open_objects", io::open_hdf5_objects()}};
+  if (at_resume) rec["at_resume"] = true;
   if (stand_in_ms_ > 0) rec["compute_stand_in_ms"] = stand_in_ms_;
   if (test_loss >= 0) {
     rec["test_loss"] = test_loss;
@@ -76,8 +77,12 @@ void RunRecorder::epoch(int epoch, int64_t step, double test_loss, double test_a
       rec["test_top5_accuracy"] = test_top5_accuracy;
       std::snprintf(top5, sizeof top5, " (top-5 %.2f%%)", 100.0 * test_top5_accuracy);
     }
-    std::printf("epoch %d done in %.1f s: test accuracy %.2f%%%s test loss %.4f\n", epoch, epoch_time_s,
-                100.0 * test_accuracy, top5, test_loss);
+    if (at_resume)
+      std::printf("epoch %d (its checkpoint, evaluated on resume): test accuracy %.2f%%%s test loss %.4f\n", epoch,
+                  100.0 * test_accuracy, top5, test_loss);
+    else
+      std::printf("epoch %d done in %.1f s: test accuracy %.2f%%%s test loss %.4f\n", epoch, epoch_time_s,
+                  100.0 * test_accuracy, top5, test_loss);
   } else {
     std::printf("epoch %d done in %.1f s%s\n", epoch, epoch_time_s, stand_in_text_.c_str());
   }

@@ -76,8 +76,10 @@ class RunRecorder {
   void interval(const IntervalReport& r, const IntervalStats& s);
   // test_loss < 0: no evaluation; test_top5_accuracy < 0: not scored (fewer
   // than 10 classes), left out. Also records resident memory and open HDF5 objects.
+  // at_resume: the evaluation a resumed run gives the epoch its checkpoint
+  // ended (worker_loop.cpp), recorded with "at_resume": true.
   void epoch(int epoch, int64_t step, double test_loss, double test_accuracy, double test_top5_accuracy,
-             double epoch_time_s);
+             double epoch_time_s, bool at_resume = false);
   // A checkpoint write that finished.
   void checkpoint(int64_t step, const std::string& path, uint64_t bytes, double snapshot_s, double write_s);
 

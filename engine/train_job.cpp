@@ -264,11 +264,16 @@ TrainJob::TrainJob(const TrainConfig& c, MPI_Comm world) : cfg(c), topo(world, t
   sampler.emplace(n_train, topo.num_workers(), topo.is_worker() ? topo.worker_index() : 0, cfg.minibatch,
                   static_cast<uint64_t>(cfg.seed));
   schedule = make_schedule(cfg, steps_per_epoch());
-  if (schedule.warmup_steps > schedule.total_steps && rank() == 0)  // only --max-steps can cut into it
-    log::warn("option 'max-steps' = ", cfg.max_steps, " ends the run inside the warm-up of ", schedule.warmup_steps,
-              " steps (warmup-epochs ", cfg.warmup_epochs, " × ", steps_per_epoch(),
-              " steps per epoch): the learning rate never reaches lr = ", cfg.lr, " (its last step runs at ",
-              schedule.at(schedule.total_steps - 1), "); lower warmup-epochs for a short run");
+  // The warm-up reaches lr at step warmup_steps (counting from 0): a run of
+  // that many steps or fewer never trains at lr (--max-steps, or warmup-epochs = epochs).
+  if (schedule.warmup_steps > 0 && schedule.warmup_steps >= schedule.total_steps && rank() == 0)
+    log::warn(cfg.max_steps > 0 && cfg.max_steps == schedule.total_steps
+                  ? "option 'max-steps' = " + std::to_string(cfg.max_steps) + " ends the run"
+                  : "the run's " + std::to_string(schedule.total_steps) + " steps end",
+              " inside the warm-up of ", schedule.warmup_steps, " steps (warmup-epochs ", cfg.warmup_epochs, " × ",
+              steps_per_epoch(), " steps per epoch): the learning rate never reaches lr = ", cfg.lr,
+              " (its last step runs at ", schedule.at(schedule.total_steps - 1),
+              "); lower warmup-epochs for a short run");
 
   layers::SgdOptions so;
   so.momentum = cfg.momentum;

@@ -148,6 +148,15 @@ void WorkerLoop::run(TrainResult& result) {
   if (step_ >= job_.planned_steps() && job_.rank() == 0)
     log::info("dtrain: the checkpoint is at step ", step_, ", the run's last (", job_.planned_steps(),
               "): nothing left to train");
+  // A checkpoint at an epoch's end (or at the run's last step) is taken before
+  // that epoch's evaluation (run_epoch), so the stopped run may not have scored
+  // it — killed during the evaluation, or its test set failed to read: the
+  // resume scores it first. (Where the stopped run had scored it, an appended
+  // metrics file holds that epoch's record twice, the same values: the same
+  // model and data.)
+  if (evaluator_ && step_ > 0 && (from_.step_in_epoch == 0 || step_ >= job_.planned_steps())) {
+    evaluate_epoch(from_.step_in_epoch == 0 ? epoch_ - 1 : epoch_, 0.0, result, /*at_resume=*/true);
+  }
   int64_t first = from_.step_in_epoch;
   for (; epoch_ < job_.cfg.epochs && step_ < job_.planned_steps(); ++epoch_, first = 0) {
     const bool more = run_epoch(first, result);
@@ -207,7 +216,7 @@ bool WorkerLoop::run_epoch(int64_t first, TrainResult& result) {
     // The epoch's checkpoint (when due) before its evaluation: a test set
     // that fails to read loses the evaluation, not the epoch's training.
     const bool go_on = boundary(epoch_end, result);
-    if (epoch_end) evaluate_epoch(epoch_time, result);
+    if (epoch_end) evaluate_epoch(epoch_, epoch_time, result);
     if (!go_on || last) return false;
     if (epoch_end) return true;
   }
@@ -443,16 +452,16 @@ void WorkerLoop::close_epoch(double epoch_time, TrainResult& result) {
                    [&](float* h) { ex_->average_over_workers(h, nb); });
 }
 
-void WorkerLoop::evaluate_epoch(double epoch_time, TrainResult& result) {
+void WorkerLoop::evaluate_epoch(int epoch, double epoch_time, TrainResult& result, bool at_resume) {
   layers::Net& net = *job_.net;
   if (evaluator_) {
     const Evaluation e = evaluator_->evaluate(net, *job_.backend);
     result.test_loss = e.loss;
     result.test_accuracy = e.accuracy;
     result.test_top5_accuracy = e.top5_accuracy;
-    recorder_.epoch(epoch_ + 1, step_, e.loss, e.accuracy, e.top5_accuracy, epoch_time);
-  } else {
-    recorder_.epoch(epoch_ + 1, step_, -1, -1, -1, epoch_time);
+    recorder_.epoch(epoch + 1, step_, e.loss, e.accuracy, e.top5_accuracy, epoch_time, at_resume);
+  } else if (!at_resume) {
+    recorder_.epoch(epoch + 1, step_, -1, -1, -1, epoch_time);
   }
   interval_.start = Clock::now();  // evaluation is not training time
 }

@@ -97,7 +97,8 @@ class WorkerLoop {
   // evaluate_epoch (the test set and the epoch record) — so an evaluation
   // that fails (a damaged test file) finds the epoch already checkpointed.
   void close_epoch(double epoch_time, TrainResult& result);
-  void evaluate_epoch(double epoch_time, TrainResult& result);
+  // epoch: 0-based; at_resume: a resumed run scoring the epoch its checkpoint ended.
+  void evaluate_epoch(int epoch, double epoch_time, TrainResult& result, bool at_resume = false);
   LoopState loop_state() const;
   double trained_seconds() const;  // train_seconds_ plus the running epoch's part
   void check_same_params();

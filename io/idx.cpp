@@ -229,11 +229,12 @@ ConvertSummary convert_fashion_mnist(const std::string& src_dir, const std::stri
   s.test_path = (out / "fashion-mnist-test.h5").string();
   // Both written to temporary files, then both renamed: a failed (full disk)
   // or interrupted test split leaves no training split behind, which a rerun
-  // would refuse as an existing output (nor the folder this call made). One
-  // lock, the training file's, covers the pair (output_lock.hpp); under it,
-  // the temporaries of a run stopped before (Ctrl-C, a killed job) go.
+  // would refuse as an existing output (nor the folder this call made). Each
+  // file's lock (output_lock.hpp); under them, the temporaries of a run
+  // stopped before (Ctrl-C, a killed job) go.
   try {
-    const OutputLock lock(s.train_path, "dtrain data fashion-mnist");
+    const OutputLock train_lock(s.train_path, "dtrain data fashion-mnist");
+    const OutputLock test_lock(s.test_path, "dtrain data fashion-mnist");
     for (const std::string& f : {s.train_path, s.test_path}) remove_stale_temporaries(f, "fashion-mnist");
     const std::unique_ptr<DatasetWriter> wtrain = write_split(train, s.train_path);
     const std::unique_ptr<DatasetWriter> wtest = write_split(test, s.test_path);

@@ -135,12 +135,13 @@ TEST_CASE("convert_fashion_mnist writes both splits from tiny IDX files", "[io]"
 
 namespace {
 // Holds "<out>.lock" as another converter would (flock locks of two open
-// files conflict within one process too).
+// files conflict within one process too), naming itself in it.
 struct HeldLock {
   int fd;
   explicit HeldLock(const std::string& out) : fd(::open((out + ".lock").c_str(), O_RDWR | O_CREAT, 0644)) {
     REQUIRE(fd >= 0);
     REQUIRE(::flock(fd, LOCK_EX | LOCK_NB) == 0);
+    REQUIRE(::write(fd, "a test, pid 1 on here\n", 22) == 22);
   }
   ~HeldLock() { ::close(fd); }
 };
@@ -156,13 +157,15 @@ TEST_CASE("a converter removes the temporaries a stopped run left and refuses to
     // What Ctrl-C or a killed job leaves, and two names that only look alike.
     for (const std::string& f : {train + ".tmp.4242", test + ".tmp.17", train + ".tmp.x1", out.file("other.h5.tmp.5")})
       touch(f);
-    {
-      const HeldLock other(train);
+    for (const std::string& held : {train, test}) {  // either file being written by another converter (synth, say)
+      const HeldLock other(held);
       CHECK_THAT(usage_error_message([&] { dtrain::io::convert_fashion_mnist(src.path().string(), out.path().string()); }),
-                 Contains("another dtrain data fashion-mnist is writing " + train) && Contains(train + ".lock"));
-      CHECK((!fs::exists(train) && !fs::exists(test) && fs::exists(train + ".tmp.4242")));  // nothing touched
+                 Contains(held + " is being written by another converter (" + held +
+                          ".lock is held by: a test, pid 1 on here)"));
+      CHECK((!fs::exists(train) && !fs::exists(test)));  // nothing touched
+      CHECK((fs::exists(train + ".tmp.4242") && fs::exists(test + ".tmp.17")));
+      fs::remove(held + ".lock");
     }
-    fs::remove(train + ".lock");
     const auto s = dtrain::io::convert_fashion_mnist(src.path().string(), out.path().string());
     CHECK((s.n_train == 25 && s.n_test == 12));
     CHECK((!fs::exists(train + ".tmp.4242") && !fs::exists(test + ".tmp.17")));
@@ -176,7 +179,7 @@ TEST_CASE("a converter removes the temporaries a stopped run left and refuses to
     {
       const HeldLock other(f);
       CHECK_THAT(usage_error_message([&] { dtrain::io::synthesize_dataset(f, 4, 8, 8, 1, 2); }),
-                 Contains("another dtrain data synth is writing " + f));
+                 Contains(f + " is being written by another converter"));
       CHECK((!fs::exists(f) && fs::exists(f + ".tmp.99")));
     }
     fs::remove(f + ".lock");

@@ -54,15 +54,27 @@ echo "ok: --checkpoint-every-s 0.5: $n checkpoints in $secs s, exit 0"
 h5repack -f /images:GZIP=1 -l /images:CHUNK=64x28x28x1 ev.h5 evc.h5
 cp evc.h5 evz.h5
 python3 -c "import os, sys; f = open(sys.argv[1], 'r+b'); f.seek(int(os.path.getsize(sys.argv[1]) * 0.6)); f.write(bytes(200))" evz.h5
-ev=(--job "$SRC/jobs/fashion_lenet.ini" --train-data ev.h5 --threads 1 --epochs 2 --metrics "" --save-params ""
-    --checkpoint-dir evck)
+ev=(--job "$SRC/jobs/fashion_lenet.ini" --train-data ev.h5 --threads 1 --metrics "" --save-params "")
 rm -rf evck
-expect_exit 2 "evz.h5: /images: reading samples" -- "$DTRAIN" train "${ev[@]}" --test-data evz.h5
+expect_exit 2 "evz.h5: /images: reading samples" -- "$DTRAIN" train "${ev[@]}" --epochs 2 --checkpoint-dir evck --test-data evz.h5
 [ "$(cat evck/latest 2>/dev/null)" = ckpt-0000000008.h5 ] || fail "no checkpoint of epoch 1 (8 steps) after its evaluation failed: $(ls -a evck)"
-out=$("$DTRAIN" train "${ev[@]}" --test-data ev.h5 --resume auto 2>&1) || fail "the resume with a readable test set failed: $out"
+out=$("$DTRAIN" train "${ev[@]}" --epochs 2 --checkpoint-dir evck --test-data ev.h5 --resume auto 2>&1) \
+  || fail "the resume with a readable test set failed: $out"
 grep -q "resuming from evck/ckpt-0000000008.h5: 8 steps done, epoch 2 step 1 next" <<<"$out" || fail "resumed elsewhere: $out"
+grep -q "^epoch 1 (its checkpoint, evaluated on resume): test accuracy" <<<"$out" \
+  || fail "the resume did not score epoch 1, which its stopped run could not: $out"
 grep -q "^epoch 2 done in .* test accuracy" <<<"$out" || fail "the resumed run did not evaluate epoch 2: $out"
-echo "ok: an evaluation that fails leaves its epoch checkpointed; the resume goes on from it"
+# The same at the run's last step: the resume has nothing left to train but the score.
+rm -rf evck1
+expect_exit 2 "evz.h5: /images: reading samples" -- "$DTRAIN" train "${ev[@]}" --epochs 1 --checkpoint-dir evck1 --test-data evz.h5
+out=$("$DTRAIN" train "${ev[@]}" --epochs 1 --checkpoint-dir evck1 --test-data ev.h5 --resume auto 2>&1) \
+  || fail "the resume of a finished run failed: $out"
+grep -q "nothing left to train" <<<"$out" && grep -q "^epoch 1 (its checkpoint, evaluated on resume)" <<<"$out" &&
+  grep -q "final test accuracy" <<<"$out" || fail "the resume at the run's last step did not score it: $out"
+echo "ok: an evaluation that fails leaves its epoch checkpointed; the resume scores it and goes on"
+# A warm-up as long as the run (warmup-epochs = epochs: allowed) never trains at lr either.
+out=$("$DTRAIN" train "${ev[@]}" --epochs 1 --warmup-epochs 1 --test-data "" 2>&1) || fail "warmup-epochs = epochs: $out"
+grep -q "the run's 8 steps end inside the warm-up of 8 steps" <<<"$out" || fail "a run all warm-up was not warned about: $out"
 # (evc.h5's 50 KB chunks draw a layout warning: from rank 0 alone, not from each of the 3 ranks.)
 out=$(mp 3 "$DTRAIN" train --job "$SRC/jobs/fashion_lenet.ini" --train-data evc.h5 --test-data "" --threads 1 \
       --minibatch 16 --mode ps --ps 1 --max-steps 2 --metrics "" --save-params "" 2>&1) || fail "3 ranks on evc.h5: $out"

@@ -105,7 +105,7 @@ rm dangling
 first=$!
 for _ in $(seq 200); do [ -e lk.h5.lock ] && break; sleep 0.05; done
 kill -STOP $first
-expect_exit 2 "another dtrain data imagefolder is writing lk.h5 (it holds lk.h5.lock)" -- \
+expect_exit 2 "lk.h5 is being written by another converter (lk.h5.lock is held by: dtrain data imagefolder, pid $first on " -- \
   "$DTRAIN" data imagefolder --root "$T" --size 32 --store raw --out lk.h5 --threads 1
 kill -CONT $first
 wait $first || fail "the first converter failed: $(cat lk.log)"
