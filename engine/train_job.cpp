@@ -256,11 +256,13 @@ TrainJob::TrainJob(const TrainConfig& c, MPI_Comm world) : cfg(c), topo(world, t
 
   n_train = train_set->n();
   if (cfg.max_train_samples > 0) n_train = std::min(n_train, cfg.max_train_samples);
+  if (n_train < global_batch() && n_train < train_set->n())  // the cut is the cause: name its key (and source)
+    DT_USAGE("option 'max-train-samples': ", cfg.max_train_samples, " keeps ", n_train, " of the ", train_set->n(),
+             " samples of ", cfg.train_data, ", fewer than one global batch of ", topo.num_workers(),
+             " workers × ", cfg.minibatch, " (minibatch)");
   if (n_train < global_batch())
     DT_USAGE("option 'minibatch': the training set ", cfg.train_data, " has ", n_train,
-             " samples", n_train < train_set->n() ? " (with max-train-samples)" : "",
-             ", fewer than one global batch of ", topo.num_workers(),
-             " workers × ", cfg.minibatch);
+             " samples, fewer than one global batch of ", topo.num_workers(), " workers × ", cfg.minibatch);
   sampler.emplace(n_train, topo.num_workers(), topo.is_worker() ? topo.worker_index() : 0, cfg.minibatch,
                   static_cast<uint64_t>(cfg.seed));
   schedule = make_schedule(cfg, steps_per_epoch());

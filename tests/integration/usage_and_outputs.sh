@@ -34,6 +34,10 @@ for cmd in "train --job $J ${data[*]} --minibatch 40000" "tune --job $J ${data[*
   grep -q "MPI_ABORT" <<<"$out" && fail "dtrain $cmd: MPI_Abort on a usage error: $out"
   echo "ok: once, exit 2: dtrain ${cmd%% *} ($(grep "dtrain: error:" <<<"$out" | cut -c1-90))"
 done
+# A training set cut below one global batch by --max-train-samples names that key and its source
+# (it named the job file's minibatch).
+expect_exit 2 "command line: option 'max-train-samples': 1 keeps 1 of the 60000 samples of" -- \
+  "$DTRAIN" train --job "$J" "${data[@]}" --max-train-samples 1
 # Commands without MPI (report, model, data) under mpirun: rank 0 alone runs them.
 out=$(mpirun -np 4 --oversubscribe --bind-to none "$DTRAIN" report --metrics nope.jsonl 2>&1) && rc=0 || rc=$?
 [ "$rc" = 2 ] || fail "report under mpirun: exit $rc, wanted 2: $out"
